@@ -1,0 +1,277 @@
+#include "app/Cli.h"
+
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <limits>
+
+#include "common/Error.h"
+#include "common/Log.h"
+#include "common/Strings.h"
+#include "common/TorchCompat.h"
+#include "dist/Runtime.h"
+#include "megabatch/Version.h"
+
+namespace mb::app {
+namespace {
+
+struct OptionSpec {
+  std::string name;  // without the leading "--"
+  bool takesValue;
+  std::string help;
+};
+
+struct CommandSpec {
+  std::string name;
+  std::string usage;
+  std::string summary;
+  std::vector<OptionSpec> options;
+  bool takesPositionals;
+  std::function<int(const ParsedArgs&, dist::Runtime&)> run;
+};
+
+const std::vector<CommandSpec>& commands() {
+  static const std::vector<CommandSpec> table{
+      {"train", "megabatch train --config FILE [key=value ...]",
+       "train a model; re-running the same command resumes from the last checkpoint",
+       {{"config", true, "YAML config (see configs/)"},
+        {"print-config", false, "print the resolved config and exit"},
+        {"help-config", false, "list every config key with its type and meaning"}},
+       true, runTrain},
+      {"eval", "megabatch eval --checkpoint CKPT [--data FILE] [--split val|test] [--out FILE.json]",
+       "loss and metrics of a checkpoint on the val or test split",
+       {{"checkpoint", true, "checkpoint file or run directory"},
+        {"data", true, "data file (default: the one the run trained on)"},
+        {"split", true, "val or test (default val)"},
+        {"out", true, "also write the metrics as JSON here"}},
+       true, runEval},
+      {"predict", "megabatch predict --checkpoint CKPT --data FILE --out FILE.h5 [--split all|train|val|test]",
+       "write predictions to HDF5, aligned with the sample timestamps",
+       {{"checkpoint", true, "checkpoint file or run directory"},
+        {"data", true, "data file"},
+        {"out", true, "output HDF5 file"},
+        {"split", true, "all (default), train, val, or test"}},
+       true, runPredict},
+      {"sample", "megabatch sample --checkpoint CKPT --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-k K]",
+       "generate text from a GPT checkpoint (greedy when temperature is 0)",
+       {{"checkpoint", true, "checkpoint file or run directory"},
+        {"prompt", true, "prompt text, e.g. \"12+34=\""},
+        {"max-new-tokens", true, "tokens to generate (default 32)"},
+        {"temperature", true, "0 = greedy (default), >0 samples"},
+        {"top-k", true, "sample among the k most likely tokens (0 = all)"},
+        {"seed", true, "sampling seed"},
+        {"stop", true, "stop at this text (default: newline)"},
+        {"no-kv-cache", false, "recompute the whole context every token (for checks)"}},
+       false, runSample},
+      {"data", "megabatch data synth-series|arith|text [options]",
+       "make datasets: synthetic multi-timeframe series, arithmetic corpus, text to tokens",
+       {{"out", true, "output HDF5 file"},
+        {"in", true, "input text file (data text)"},
+        {"rows", true, "synth-series: rows of the finest stream"},
+        {"features", true, "synth-series: features per stream"},
+        {"streams", true, "synth-series: name:period list, e.g. m1:1,m5:5,h1:60"},
+        {"targets", true, "synth-series: target columns"},
+        {"horizon", true, "synth-series: prediction horizon in finest-stream rows"},
+        {"noise", true, "synth-series: noise level"},
+        {"dtype", true, "synth-series: float32, float16 or float64"},
+        {"chunk-rows", true, "HDF5 chunk rows (0 = contiguous)"},
+        {"compression", true, "none or gzip"},
+        {"digits", true, "arith: digits per operand"},
+        {"ops", true, "arith: operations, e.g. +- or +-*/"},
+        {"problems", true, "arith: training problems"},
+        {"heldout", true, "arith: held-out problems"},
+        {"seed", true, "random seed"}},
+       true, runData},
+      {"inspect", "megabatch inspect FILE", "describe a data file or a checkpoint", {}, true,
+       runInspect},
+      {"plot", "megabatch plot RUN_DIR [--out FILE.png]",
+       "render loss, lr and throughput curves of a run to a PNG",
+       {{"out", true, "PNG path (default RUN_DIR/curves.png)"}}, true, runPlot},
+  };
+  return table;
+}
+
+void printUsage(std::FILE* out) {
+  std::fprintf(out,
+               "megabatch %s: distributed trainer for time-ordered data (LibTorch %s)\n\n"
+               "usage: megabatch COMMAND [options]\n"
+               "       mpirun -np N megabatch train --config FILE [key=value ...]\n\ncommands:\n",
+               MEGABATCH_VERSION, compat::torchVersion().c_str());
+  for (const auto& spec : commands()) std::fprintf(out, "  %-9s %s\n", spec.name.c_str(), spec.summary.c_str());
+  std::fprintf(out,
+               "\nmegabatch COMMAND --help shows a command's options.\n"
+               "exit codes: 0 done, 1 failure, 2 bad command line or config, 3 bad data,\n"
+               "            4 checkpoint problem, 75 stopped by a signal after a checkpoint "
+               "(run again to resume)\n");
+}
+
+void printCommandHelp(const CommandSpec& spec) {
+  std::printf("usage: %s\n\n%s\n", spec.usage.c_str(), spec.summary.c_str());
+  if (!spec.options.empty()) std::printf("\noptions:\n");
+  for (const auto& option : spec.options) {
+    std::string left = "--" + option.name + (option.takesValue ? " VALUE" : "");
+    std::printf("  %-22s %s\n", left.c_str(), option.help.c_str());
+  }
+}
+
+const CommandSpec* findCommand(const std::string& name) {
+  for (const auto& spec : commands()) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+std::string closestOf(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t bestDistance = std::numeric_limits<std::size_t>::max();
+  for (const auto& candidate : candidates) {
+    std::size_t distance = str::editDistance(word, candidate);
+    if (distance < bestDistance) {
+      bestDistance = distance;
+      best = candidate;
+    }
+  }
+  return bestDistance <= std::max<std::size_t>(2, word.size() / 3) ? best : std::string();
+}
+
+ParsedArgs parseCommandLine(const CommandSpec& spec, int argc, char** argv, int first) {
+  ParsedArgs args;
+  args.command = spec.name;
+  for (int i = first; i < argc; ++i) {
+    std::string token = argv[i];
+    if (str::startsWith(token, "--")) {
+      std::string name = token.substr(2);
+      std::string value;
+      bool inlineValue = false;
+      if (auto eq = name.find('='); eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+        inlineValue = true;
+      }
+      const OptionSpec* option = nullptr;
+      for (const auto& candidate : spec.options) {
+        if (candidate.name == name) option = &candidate;
+      }
+      if (option == nullptr) {
+        std::vector<std::string> names;
+        for (const auto& candidate : spec.options) names.push_back(candidate.name);
+        std::string suggestion = closestOf(name, names);
+        throw ConfigError("megabatch " + spec.name + ": unknown option --" + name,
+                          suggestion.empty() ? "see megabatch " + spec.name + " --help"
+                                             : "did you mean --" + suggestion + "?");
+      }
+      if (!option->takesValue) {
+        if (inlineValue) throw ConfigError("option --" + name + " takes no value");
+        args.flags.insert(name);
+        continue;
+      }
+      if (!inlineValue) {
+        if (i + 1 >= argc) throw ConfigError("option --" + name + " needs a value", "usage: " + spec.usage);
+        value = argv[++i];
+      }
+      args.values[name] = value;
+    } else if (spec.takesPositionals) {
+      args.positionals.push_back(token);
+    } else {
+      throw ConfigError("megabatch " + spec.name + ": unexpected argument '" + token + "'",
+                        "usage: " + spec.usage);
+    }
+  }
+  return args;
+}
+
+int reportError(const Error& error) {
+  auto& logger = log::get("app");
+  logger.error("{}", error.message());
+  if (!error.hint().empty()) logger.error("hint: {}", error.hint());
+  log::flush();
+  return static_cast<int>(error.code());
+}
+
+}  // namespace
+
+std::string ParsedArgs::get(const std::string& name, const std::string& fallback) const {
+  auto it = values.find(name);
+  return it == values.end() ? fallback : it->second;
+}
+
+double ParsedArgs::getDouble(const std::string& name, double fallback) const {
+  auto it = values.find(name);
+  if (it == values.end()) return fallback;
+  try {
+    std::size_t used = 0;
+    double value = std::stod(it->second, &used);
+    if (used == it->second.size()) return value;
+  } catch (const std::exception&) {
+  }
+  throw ConfigError("--" + name + ": expected a number, got '" + it->second + "'");
+}
+
+long ParsedArgs::getInt(const std::string& name, long fallback) const {
+  auto it = values.find(name);
+  if (it == values.end()) return fallback;
+  try {
+    std::size_t used = 0;
+    long value = std::stol(it->second, &used);
+    if (used == it->second.size()) return value;
+  } catch (const std::exception&) {
+  }
+  throw ConfigError("--" + name + ": expected an integer, got '" + it->second + "'");
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    printUsage(stderr);
+    return static_cast<int>(ExitCode::kUsage);
+  }
+  std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    printUsage(stdout);
+    return 0;
+  }
+  if (name == "--version") {
+    std::printf("megabatch %s (LibTorch %s)\n", MEGABATCH_VERSION, compat::torchVersion().c_str());
+    return 0;
+  }
+  const CommandSpec* spec = findCommand(name);
+  if (spec == nullptr) {
+    std::vector<std::string> names;
+    for (const auto& candidate : commands()) names.push_back(candidate.name);
+    std::string suggestion = closestOf(name, names);
+    return reportError(ConfigError("unknown command '" + name + "'",
+                                   suggestion.empty() ? "run megabatch --help"
+                                                      : "did you mean megabatch " + suggestion + "?"));
+  }
+  for (int i = 2; i < argc; ++i) {
+    std::string token = argv[i];
+    if (token == "--help" || token == "-h") {
+      printCommandHelp(*spec);
+      return 0;
+    }
+  }
+
+  // Command-line errors are the same on every rank: report them before MPI starts.
+  ParsedArgs args;
+  try {
+    args = parseCommandLine(*spec, argc, argv, 2);
+  } catch (const Error& error) {
+    return reportError(error);
+  }
+  std::unique_ptr<dist::Runtime> runtime;
+  try {
+    runtime = std::make_unique<dist::Runtime>(&argc, &argv);
+    return spec->run(args, *runtime);
+  } catch (const Error& error) {
+    int code = reportError(error);
+    // An error every rank agreed on (or a world of one) exits normally on every rank; any
+    // other error must take the whole job down, or peers would wait in their next collective.
+    if (runtime && runtime->size() > 1 && !error.agreed()) runtime->abortJob(code);
+    return code;
+  } catch (const std::exception& e) {
+    int code = reportError(RuntimeError(std::string("unexpected error: ") + e.what()));
+    if (runtime && runtime->size() > 1) runtime->abortJob(code);
+    return code;
+  }
+}
+
+}  // namespace mb::app

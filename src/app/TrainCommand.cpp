@@ -1,0 +1,41 @@
+#include <cstdio>
+#include <filesystem>
+
+#include "app/Cli.h"
+#include "common/Error.h"
+#include "common/Log.h"
+#include "config/ConfigLoader.h"
+#include "config/ConfigSchema.h"
+#include "dist/Agreement.h"
+#include "dist/Runtime.h"
+
+namespace mb::app {
+namespace {
+
+void printConfigKeys() {
+  std::printf("%-36s %-28s %s\n", "KEY", "TYPE", "MEANING");
+  for (const auto& field : configFields())
+    std::printf("%-36s %-28s %s\n", field.key.c_str(), field.type.c_str(), field.help.c_str());
+}
+
+}  // namespace
+
+int runTrain(const ParsedArgs& args, dist::Runtime& runtime) {
+  if (args.has("help-config")) {
+    if (runtime.rank() == 0) printConfigKeys();
+    return 0;
+  }
+  if (!args.has("config"))
+    throw ConfigError("megabatch train needs --config FILE", "e.g. megabatch train --config configs/demo.yaml");
+  Config config;
+  // Every rank reads the config; a file missing on one node stops all ranks with its message.
+  dist::agreed(runtime.control(), "reading the config",
+               [&] { config = loadConfigFile(args.get("config"), args.positionals); });
+  if (args.has("print-config")) {
+    if (runtime.rank() == 0) std::fputs(configToYaml(config).c_str(), stdout);
+    return 0;
+  }
+  throw RuntimeError("megabatch train: the training loop is not implemented yet (trainer issue #5)");
+}
+
+}  // namespace mb::app

@@ -1,0 +1,28 @@
+#pragma once
+// Logging: spdlog with the rank in every line and a subsystem tag per logger, e.g.
+//   [2026-11-21 10:00:00.123] [r1/4] [data] error: /data/x.h5: dataset /targets missing
+// Rank 0 logs at the configured level; other ranks log warnings and errors only, so progress
+// comes from rank 0 and errors from every rank (MEGABATCH_LOG_ALL_RANKS=1 lifts the filter).
+#include <memory>
+#include <string>
+
+#include <spdlog/logger.h>
+
+namespace mb::log {
+
+// (Re)initialises every logger for this process's rank. Safe to call again once the real rank
+// is known (after MPI init); before that the launcher's environment variables are used.
+void init(int rank, int worldSize);
+// Sets the level on rank 0 (other ranks keep warn unless MEGABATCH_LOG_ALL_RANKS=1).
+void setLevel(const std::string& level);
+// Adds a file sink (the run directory's train.log) to every logger.
+void addFileSink(const std::string& path);
+// Flushes every sink: call before the process exits abnormally.
+void flush();
+// The logger for a subsystem tag: "app", "config", "data", "dist", "train", "ckpt", "model".
+spdlog::logger& get(const std::string& tag);
+
+int rank();
+int worldSize();
+
+}  // namespace mb::log

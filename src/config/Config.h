@@ -1,0 +1,145 @@
+#pragma once
+// The typed configuration. YAML keys are the snake_case of these fields, grouped by section:
+// `optim.lr`, `train.global_batch`, `data.split.val_fraction`. ConfigSchema.cpp is the single
+// table that maps keys to fields; ConfigValidator.cpp holds the rules across fields.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mb {
+
+enum class Layout { kSamples, kSeries, kTokens };
+enum class Residency { kAuto, kDevice, kHost, kStream };
+enum class DType { kFp32, kBf16 };
+enum class DeviceKind { kAuto, kCpu, kCuda };
+enum class ModelKind { kLstm, kGpt, kMlp };
+enum class Task { kRegression, kClassification };
+enum class LossKind { kAuto, kMse, kHuber, kCrossEntropy };
+enum class OptimizerKind { kAdamW, kAdam, kSgd };
+enum class ScheduleKind { kConstant, kCosine, kLinear };
+enum class BackendKind { kAuto, kNccl, kMpi, kSingle };
+enum class ProgressKind { kAuto, kBar, kLines };
+enum class MetricMode { kMin, kMax };
+
+// One input stream of the `series` layout and the window length the model sees from it.
+struct StreamSpec {
+  std::string name;    // group under /series, e.g. "m5"
+  std::int64_t window = 0;  // rows per sample window
+};
+
+// Dataset names inside the HDF5 file, remappable for files written by other tools.
+struct DataNames {
+  std::string features = "features";
+  std::string targets = "targets";
+  std::string timestamps = "timestamps";
+  std::string tokens = "tokens";
+  std::string series = "series";        // group holding one subgroup per stream
+  std::string sampleEnds = "samples/end";  // group holding one [N] int64 dataset per stream
+};
+
+struct SplitConfig {
+  double trainFraction = 0.8;
+  double valFraction = 0.1;
+  double testFraction = 0.1;
+  std::int64_t embargo = -1;  // rows between splits; -1 = one window (DESIGN.md "Splits")
+};
+
+struct DataConfig {
+  std::string path;
+  Layout layout = Layout::kSamples;
+  Residency residency = Residency::kAuto;
+  DType residentDtype = DType::kFp32;
+  std::int64_t canonicalShards = 64;  // V: fixed at run start, stored in the checkpoint
+  bool shuffle = true;
+  SplitConfig split;
+  std::vector<StreamSpec> streams;  // series layout
+  std::int64_t context = 128;       // tokens layout: a sample is context+1 tokens
+  DataNames names;
+  double memoryFraction = 0.75;     // share of device (or host) memory the resident data may use
+  std::int64_t streamChunkShards = 1;  // stream mode: canonical shards per chunk
+};
+
+struct ModelConfig {
+  ModelKind kind = ModelKind::kLstm;
+  Task task = Task::kRegression;
+  LossKind loss = LossKind::kAuto;
+  double huberDelta = 1.0;
+  std::int64_t numClasses = 0;   // classification: 0 = from the targets
+  std::int64_t hidden = 64;      // LSTM hidden size, GPT embedding width, MLP width
+  std::int64_t layers = 2;       // LSTM layers, GPT blocks, MLP hidden layers
+  std::int64_t heads = 4;        // GPT attention heads
+  std::int64_t headHidden = 64;  // LSTM fusion head width (0 = linear head)
+  double dropout = 0.0;
+  bool stateful = false;         // LSTM: carry hidden states across steps per lane
+  std::int64_t lanes = 0;        // stateful: lanes per shard (0 = micro batch / shards)
+  bool bias = true;              // GPT linear and LayerNorm biases
+  std::int64_t vocabSize = 0;    // GPT: 0 = the data file's vocab_size attribute
+};
+
+struct EarlyStoppingConfig {
+  std::string metric = "val_loss";
+  MetricMode mode = MetricMode::kMin;
+  std::int64_t patience = 0;  // evaluations without improvement; 0 = off
+  double minDelta = 0.0;
+};
+
+struct TrainConfig {
+  std::int64_t globalBatch = 256;
+  std::int64_t microBatch = 0;  // per rank; 0 = global_batch / world size (no accumulation)
+  std::int64_t maxSteps = 0;    // 0 = run `epochs` epochs
+  std::int64_t epochs = 1;
+  DType precision = DType::kFp32;
+  double gradClip = 1.0;        // global-norm clip; 0 = off
+  std::int64_t evalEvery = 0;   // steps; 0 = at epoch ends only
+  std::int64_t evalBatches = 0; // cap on val batches per evaluation; 0 = the whole split
+  std::int64_t maxBadSteps = 5; // consecutive non-finite steps before the run stops
+  std::int64_t seed = 1234;
+  DeviceKind device = DeviceKind::kAuto;
+  bool cudaGraphs = false;
+  std::int64_t threads = 0;     // intra-op CPU threads per rank; 0 = cores / ranks on the node
+  double memoryGrowthWarnMb = 256;  // warn when allocated memory grows more than this per epoch
+  EarlyStoppingConfig earlyStopping;
+};
+
+struct OptimConfig {
+  OptimizerKind name = OptimizerKind::kAdamW;
+  double lr = 1e-3;
+  double weightDecay = 0.01;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double momentum = 0.9;  // sgd
+  bool nesterov = false;  // sgd
+  ScheduleKind schedule = ScheduleKind::kCosine;
+  std::int64_t warmupSteps = 0;
+  double minLrRatio = 0.1;  // cosine/linear: final lr = lr * min_lr_ratio
+};
+
+struct DistConfig {
+  BackendKind backend = BackendKind::kAuto;
+  double bucketMb = 25.0;
+  double firstBucketMb = 1.0;
+  DType gradDtype = DType::kFp32;
+  double timeoutS = 300.0;
+};
+
+struct RunConfig {
+  std::string dir = "runs/default";
+  std::string resume = "auto";  // auto | never | path to a checkpoint
+  std::int64_t keepLast = 3;
+  std::int64_t checkpointEvery = 0;  // steps; 0 = at epoch ends and at the end
+  std::int64_t logEvery = 10;
+  std::string logLevel = "info";
+  ProgressKind progress = ProgressKind::kAuto;
+};
+
+struct Config {
+  RunConfig run;
+  DataConfig data;
+  ModelConfig model;
+  TrainConfig train;
+  OptimConfig optim;
+  DistConfig dist;
+};
+
+}  // namespace mb

@@ -1,0 +1,128 @@
+#include "config/ConfigLoader.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "common/Error.h"
+#include "common/Strings.h"
+#include "config/ConfigSchema.h"
+#include "config/ConfigValidator.h"
+
+namespace mb {
+namespace {
+
+[[noreturn]] void unknownKey(const std::string& key, const std::string& where) {
+  std::string suggestion = suggestConfigKey(key);
+  std::string hint = suggestion.empty()
+                         ? "run `megabatch train --help-config` for the list of keys"
+                         : "did you mean " + suggestion + "?";
+  throw ConfigError(where + "unknown config key '" + key + "'", hint);
+}
+
+std::vector<std::string> sectionKeys(const std::string& section) {
+  std::vector<std::string> keys;
+  for (const auto& field : configFields()) {
+    if (str::startsWith(field.key, section + ".")) {
+      std::string rest = field.key.substr(section.size() + 1);
+      std::string child = rest.substr(0, rest.find('.'));
+      if (keys.empty() || keys.back() != child) keys.push_back(child);
+    }
+  }
+  return keys;
+}
+
+// Walks a YAML map, assigning leaves to fields and rejecting keys the schema does not know.
+void assignTree(Config& config, const YAML::Node& node, const std::string& prefix,
+                const std::string& where) {
+  for (const auto& entry : node) {
+    if (!entry.first.IsScalar()) throw ConfigError(where + "config keys must be plain names");
+    std::string key = prefix.empty() ? entry.first.Scalar() : prefix + "." + entry.first.Scalar();
+    if (const ConfigField* field = findConfigField(key)) {
+      field->assign(config, entry.second);
+    } else if (isConfigSection(key)) {
+      if (entry.second.IsNull()) continue;  // an empty section keeps its defaults
+      if (!entry.second.IsMap())
+        throw ConfigError(where + key + ": expected a section with keys " +
+                          str::join(sectionKeys(key), ", "));
+      assignTree(config, entry.second, key, where);
+    } else {
+      unknownKey(key, where);
+    }
+  }
+}
+
+YAML::Node parseYaml(const std::string& text, const std::string& sourceName) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(sourceName + ": not valid YAML at line " + std::to_string(e.mark.line + 1) +
+                      ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg);
+  }
+}
+
+}  // namespace
+
+void applyOverride(Config& config, const std::string& assignment) {
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError("override '" + assignment + "' is not of the form key=value",
+                      "write overrides as dotted keys, e.g. optim.lr=1e-3 train.max_steps=100");
+  std::string key = str::trim(assignment.substr(0, eq));
+  std::string value = assignment.substr(eq + 1);
+  const ConfigField* field = findConfigField(key);
+  if (field == nullptr) {
+    if (isConfigSection(key))
+      throw ConfigError("override '" + key + "' names a section, not a key",
+                        "set one of its keys: " + key + "." + str::join(sectionKeys(key), ", " + key + "."));
+    unknownKey(key, "override: ");
+  }
+  field->assign(config, parseYaml(value, "override " + key));
+}
+
+Config parseConfig(const std::string& yamlText, const std::string& sourceName,
+                   const std::vector<std::string>& overrides) {
+  Config config;
+  YAML::Node root = parseYaml(yamlText, sourceName);
+  if (root.IsDefined() && !root.IsNull()) {
+    if (!root.IsMap()) throw ConfigError(sourceName + ": the config must be a YAML map of sections");
+    assignTree(config, root, "", sourceName + ": ");
+  }
+  for (const auto& assignment : overrides) applyOverride(config, assignment);
+  requireValidConfig(config);
+  return config;
+}
+
+Config loadConfigFile(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in)
+    throw ConfigError("cannot read config file '" + path + "'",
+                      "check the path; ready-made configs are in configs/");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parseConfig(text.str(), path, overrides);
+}
+
+std::string configToYaml(const Config& config) {
+  // Fields of a section are contiguous in the schema, so the tree is emitted in one pass:
+  // close the maps the next key leaves, open the ones it enters.
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  std::vector<std::string> open;
+  for (const auto& field : configFields()) {
+    std::vector<std::string> parts = str::split(field.key, '.');
+    std::size_t common = 0;
+    while (common < open.size() && common + 1 < parts.size() && open[common] == parts[common])
+      ++common;
+    for (; open.size() > common; open.pop_back()) out << YAML::EndMap;
+    for (; open.size() + 1 < parts.size(); open.push_back(parts[open.size()]))
+      out << YAML::Key << parts[open.size()] << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << parts.back() << YAML::Value << field.emit(config);
+  }
+  for (; !open.empty(); open.pop_back()) out << YAML::EndMap;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace mb

@@ -1,0 +1,413 @@
+#include "config/ConfigSchema.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <set>
+
+#include <yaml-cpp/yaml.h>
+
+#include "common/Error.h"
+#include "common/Strings.h"
+
+namespace mb {
+namespace {
+
+// --- enum names --------------------------------------------------------------
+
+template <class E>
+using EnumTable = std::vector<std::pair<E, const char*>>;
+
+template <class E>
+const EnumTable<E>& enumTable();
+
+#define MB_ENUM_TABLE(Type, ...)                 \
+  template <>                                    \
+  const EnumTable<Type>& enumTable<Type>() {     \
+    static const EnumTable<Type> table{__VA_ARGS__}; \
+    return table;                                \
+  }
+
+MB_ENUM_TABLE(Layout, {Layout::kSamples, "samples"}, {Layout::kSeries, "series"},
+              {Layout::kTokens, "tokens"})
+MB_ENUM_TABLE(Residency, {Residency::kAuto, "auto"}, {Residency::kDevice, "device"},
+              {Residency::kHost, "host"}, {Residency::kStream, "stream"})
+MB_ENUM_TABLE(DType, {DType::kFp32, "fp32"}, {DType::kBf16, "bf16"})
+MB_ENUM_TABLE(DeviceKind, {DeviceKind::kAuto, "auto"}, {DeviceKind::kCpu, "cpu"},
+              {DeviceKind::kCuda, "cuda"})
+MB_ENUM_TABLE(ModelKind, {ModelKind::kLstm, "lstm"}, {ModelKind::kGpt, "gpt"},
+              {ModelKind::kMlp, "mlp"})
+MB_ENUM_TABLE(Task, {Task::kRegression, "regression"}, {Task::kClassification, "classification"})
+MB_ENUM_TABLE(LossKind, {LossKind::kAuto, "auto"}, {LossKind::kMse, "mse"},
+              {LossKind::kHuber, "huber"}, {LossKind::kCrossEntropy, "cross_entropy"})
+MB_ENUM_TABLE(OptimizerKind, {OptimizerKind::kAdamW, "adamw"}, {OptimizerKind::kAdam, "adam"},
+              {OptimizerKind::kSgd, "sgd"})
+MB_ENUM_TABLE(ScheduleKind, {ScheduleKind::kConstant, "constant"},
+              {ScheduleKind::kCosine, "cosine"}, {ScheduleKind::kLinear, "linear"})
+MB_ENUM_TABLE(BackendKind, {BackendKind::kAuto, "auto"}, {BackendKind::kNccl, "nccl"},
+              {BackendKind::kMpi, "mpi"}, {BackendKind::kSingle, "single"})
+MB_ENUM_TABLE(ProgressKind, {ProgressKind::kAuto, "auto"}, {ProgressKind::kBar, "bar"},
+              {ProgressKind::kLines, "lines"})
+MB_ENUM_TABLE(MetricMode, {MetricMode::kMin, "min"}, {MetricMode::kMax, "max"})
+#undef MB_ENUM_TABLE
+
+template <class E>
+std::string enumName(E value) {
+  for (const auto& [candidate, name] : enumTable<E>()) {
+    if (candidate == value) return name;
+  }
+  return "?";
+}
+
+template <class E>
+std::string enumChoices() {
+  std::vector<std::string> names;
+  for (const auto& entry : enumTable<E>()) names.push_back(entry.second);
+  return str::join(names, "|");
+}
+
+// --- value codecs ------------------------------------------------------------
+
+std::string describeNode(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull()) return "(empty)";
+  if (node.IsScalar()) return "'" + node.Scalar() + "'";
+  YAML::Emitter out;
+  out << YAML::Flow << node;
+  return out.c_str();
+}
+
+[[noreturn]] void badValue(const std::string& key, const YAML::Node& node,
+                           const std::string& expected, const std::string& hint = {}) {
+  throw ConfigError(key + ": expected " + expected + ", got " + describeNode(node), hint);
+}
+
+const std::string& scalarText(const std::string& key, const YAML::Node& node,
+                              const std::string& expected) {
+  if (!node.IsScalar()) badValue(key, node, expected);
+  return node.Scalar();
+}
+
+template <class T, class Enable = void>
+struct Codec;
+
+template <>
+struct Codec<bool> {
+  static std::string type() { return "bool"; }
+  static bool decode(const std::string& key, const YAML::Node& node) {
+    std::string text = scalarText(key, node, "true or false");
+    std::transform(text.begin(), text.end(), text.begin(), ::tolower);
+    if (text == "true" || text == "yes" || text == "on" || text == "1") return true;
+    if (text == "false" || text == "no" || text == "off" || text == "0") return false;
+    badValue(key, node, "true or false");
+  }
+  static YAML::Node encode(bool value) { return YAML::Node(value); }
+};
+
+template <>
+struct Codec<std::int64_t> {
+  static std::string type() { return "int"; }
+  static std::int64_t decode(const std::string& key, const YAML::Node& node) {
+    const std::string& text = scalarText(key, node, "an integer");
+    try {
+      std::size_t used = 0;
+      long long value = std::stoll(text, &used, 0);
+      if (used == text.size()) return value;
+    } catch (const std::exception&) {
+    }
+    // Accept 1e6 and 1000.0 when they are exact integers: people write step counts that way.
+    try {
+      std::size_t used = 0;
+      double value = std::stod(text, &used);
+      if (used == text.size() && std::isfinite(value) && value == std::floor(value) &&
+          std::fabs(value) < 9.0e15)
+        return static_cast<std::int64_t>(value);
+    } catch (const std::exception&) {
+    }
+    badValue(key, node, "an integer");
+  }
+  static YAML::Node encode(std::int64_t value) { return YAML::Node(static_cast<long long>(value)); }
+};
+
+template <>
+struct Codec<double> {
+  static std::string type() { return "float"; }
+  static double decode(const std::string& key, const YAML::Node& node) {
+    const std::string& text = scalarText(key, node, "a number");
+    try {
+      std::size_t used = 0;
+      double value = std::stod(text, &used);
+      if (used == text.size() && std::isfinite(value)) return value;
+    } catch (const std::exception&) {
+    }
+    badValue(key, node, "a finite number");
+  }
+  // Shortest text that reads back as the same double: 0.0042, not 0.0041999999999999997.
+  static YAML::Node encode(double value) {
+    char buffer[32];
+    for (int precision = 1; precision <= 17; ++precision) {
+      std::snprintf(buffer, sizeof(buffer), "%.*g", precision, value);
+      if (std::strtod(buffer, nullptr) == value) break;
+    }
+    return YAML::Node(std::string(buffer));
+  }
+};
+
+template <>
+struct Codec<std::string> {
+  static std::string type() { return "string"; }
+  static std::string decode(const std::string& key, const YAML::Node& node) {
+    if (node.IsNull()) return {};
+    return scalarText(key, node, "a string");
+  }
+  static YAML::Node encode(const std::string& value) { return YAML::Node(value); }
+};
+
+template <class E>
+struct Codec<E, std::enable_if_t<std::is_enum_v<E>>> {
+  static std::string type() { return enumChoices<E>(); }
+  static E decode(const std::string& key, const YAML::Node& node) {
+    const std::string& text = scalarText(key, node, "one of " + enumChoices<E>());
+    std::string best;
+    std::size_t bestDistance = std::numeric_limits<std::size_t>::max();
+    for (const auto& [value, name] : enumTable<E>()) {
+      if (text == name) return value;
+      std::size_t distance = str::editDistance(text, name);
+      if (distance < bestDistance) {
+        bestDistance = distance;
+        best = name;
+      }
+    }
+    badValue(key, node, "one of " + enumChoices<E>(),
+             bestDistance <= 3 ? "did you mean " + best + "?" : std::string());
+  }
+  static YAML::Node encode(E value) { return YAML::Node(enumName(value)); }
+};
+
+template <>
+struct Codec<std::vector<StreamSpec>> {
+  static std::string type() { return "list of {name, window}"; }
+  static std::vector<StreamSpec> decode(const std::string& key, const YAML::Node& node) {
+    const std::string expected = "a list of {name: STREAM, window: ROWS}";
+    if (node.IsNull()) return {};
+    if (!node.IsSequence()) badValue(key, node, expected);
+    std::vector<StreamSpec> streams;
+    for (std::size_t i = 0; i < node.size(); ++i) {
+      const YAML::Node& item = node[i];
+      std::string itemKey = key + "[" + std::to_string(i) + "]";
+      if (!item.IsMap()) badValue(itemKey, item, "{name: STREAM, window: ROWS}");
+      for (const auto& entry : item) {
+        std::string sub = entry.first.as<std::string>();
+        if (sub != "name" && sub != "window")
+          throw ConfigError(itemKey + "." + sub + ": unknown key",
+                            "a stream has exactly two keys: name and window");
+      }
+      if (!item["name"] || !item["window"])
+        badValue(itemKey, item, "{name: STREAM, window: ROWS}");
+      StreamSpec spec;
+      spec.name = Codec<std::string>::decode(itemKey + ".name", item["name"]);
+      spec.window = Codec<std::int64_t>::decode(itemKey + ".window", item["window"]);
+      streams.push_back(spec);
+    }
+    return streams;
+  }
+  static YAML::Node encode(const std::vector<StreamSpec>& streams) {
+    YAML::Node list(YAML::NodeType::Sequence);
+    for (const auto& spec : streams) {
+      YAML::Node item;
+      item["name"] = spec.name;
+      item["window"] = static_cast<long long>(spec.window);
+      list.push_back(item);
+    }
+    return list;
+  }
+};
+
+// --- field table ---------------------------------------------------------------
+
+template <class Access>
+ConfigField makeField(std::string key, Access access, std::string help,
+                      std::vector<std::string> aliases = {}) {
+  using T = std::decay_t<decltype(access(std::declval<Config&>()))>;
+  ConfigField field;
+  field.type = Codec<T>::type();
+  field.help = std::move(help);
+  field.aliases = std::move(aliases);
+  field.assign = [key, access](Config& config, const YAML::Node& value) {
+    access(config) = Codec<T>::decode(key, value);
+  };
+  field.emit = [access](const Config& config) {
+    return Codec<T>::encode(access(const_cast<Config&>(config)));
+  };
+  field.key = std::move(key);
+  return field;
+}
+
+#define MB_FIELD(key, member, ...) \
+  makeField(key, [](Config& c) -> auto& { return c.member; }, __VA_ARGS__)
+
+std::vector<ConfigField> buildFields() {
+  return {
+      // run
+      MB_FIELD("run.dir", run.dir, "run directory: config, metrics, logs, checkpoints",
+               {"output_dir", "out_dir", "directory"}),
+      MB_FIELD("run.resume", run.resume, "auto (continue from checkpoints/latest), never, or a checkpoint path"),
+      MB_FIELD("run.keep_last", run.keepLast, "step checkpoints kept besides best.h5", {"keep", "max_checkpoints"}),
+      MB_FIELD("run.checkpoint_every", run.checkpointEvery, "steps between checkpoints; 0 = epoch ends and the end",
+               {"save_every", "ckpt_every"}),
+      MB_FIELD("run.log_every", run.logEvery, "steps between progress lines and metrics records", {"print_every"}),
+      MB_FIELD("run.log_level", run.logLevel, "trace|debug|info|warn|error", {"verbosity"}),
+      MB_FIELD("run.progress", run.progress, "auto (bar on a TTY), bar, or lines"),
+      // data
+      MB_FIELD("data.path", data.path, "HDF5 data file", {"file", "dataset", "data_path"}),
+      MB_FIELD("data.layout", data.layout, "samples, series, or tokens (docs/data-format.md)"),
+      MB_FIELD("data.residency", data.residency, "where the rank's shard lives: auto, device, host, stream",
+               {"resident", "placement"}),
+      MB_FIELD("data.resident_dtype", data.residentDtype, "dtype of resident features: fp32 or bf16"),
+      MB_FIELD("data.canonical_shards", data.canonicalShards, "V: canonical train shards (max ranks to resume on)",
+               {"shards", "num_shards"}),
+      MB_FIELD("data.shuffle", data.shuffle, "shuffle within each shard every epoch"),
+      MB_FIELD("data.split.train_fraction", data.split.trainFraction, "earliest share of rows for training", {"train"}),
+      MB_FIELD("data.split.val_fraction", data.split.valFraction, "next share for validation", {"val", "validation"}),
+      MB_FIELD("data.split.test_fraction", data.split.testFraction, "last share for test", {"test"}),
+      MB_FIELD("data.split.embargo", data.split.embargo, "rows skipped between splits; -1 = one window", {"gap"}),
+      MB_FIELD("data.streams", data.streams, "series layout: [{name, window}] per input stream", {"timeframes"}),
+      MB_FIELD("data.context", data.context, "tokens layout: context length (a sample is context+1 tokens)",
+               {"block_size", "seq_len", "context_length"}),
+      MB_FIELD("data.names.features", data.names.features, "dataset name of the features"),
+      MB_FIELD("data.names.targets", data.names.targets, "dataset name of the targets"),
+      MB_FIELD("data.names.timestamps", data.names.timestamps, "dataset name of the timestamps"),
+      MB_FIELD("data.names.tokens", data.names.tokens, "dataset name of the tokens"),
+      MB_FIELD("data.names.series", data.names.series, "group holding the series streams"),
+      MB_FIELD("data.names.sample_ends", data.names.sampleEnds, "group holding per-stream window end rows"),
+      MB_FIELD("data.memory_fraction", data.memoryFraction, "share of device/host memory resident data may use"),
+      MB_FIELD("data.stream_chunk_shards", data.streamChunkShards, "stream residency: canonical shards per chunk"),
+      // model
+      MB_FIELD("model.kind", model.kind, "lstm, gpt, or mlp", {"type", "arch", "name"}),
+      MB_FIELD("model.task", model.task, "regression or classification (lstm, mlp)"),
+      MB_FIELD("model.loss", model.loss, "auto, mse, huber, or cross_entropy", {"criterion"}),
+      MB_FIELD("model.huber_delta", model.huberDelta, "Huber loss delta"),
+      MB_FIELD("model.num_classes", model.numClasses, "classification classes; 0 = from the targets"),
+      MB_FIELD("model.hidden", model.hidden, "LSTM hidden size, GPT width, MLP width",
+               {"hidden_size", "n_embd", "d_model", "width"}),
+      MB_FIELD("model.layers", model.layers, "LSTM layers, GPT blocks, MLP hidden layers",
+               {"num_layers", "n_layer", "depth"}),
+      MB_FIELD("model.heads", model.heads, "GPT attention heads", {"n_head", "num_heads"}),
+      MB_FIELD("model.head_hidden", model.headHidden, "LSTM fusion head width; 0 = linear head"),
+      MB_FIELD("model.dropout", model.dropout, "dropout probability", {"dropout_rate"}),
+      MB_FIELD("model.stateful", model.stateful, "LSTM: carry hidden states across steps per lane"),
+      MB_FIELD("model.lanes", model.lanes, "stateful LSTM: lanes per shard; 0 = automatic"),
+      MB_FIELD("model.bias", model.bias, "GPT: biases in linear and LayerNorm layers"),
+      MB_FIELD("model.vocab_size", model.vocabSize, "GPT vocabulary; 0 = the data file's vocab_size"),
+      // train
+      MB_FIELD("train.global_batch", train.globalBatch, "samples per optimizer step, over all ranks",
+               {"batch_size", "batch"}),
+      MB_FIELD("train.micro_batch", train.microBatch, "samples per forward pass per rank; 0 = no accumulation",
+               {"micro_batch_size", "per_device_batch"}),
+      MB_FIELD("train.max_steps", train.maxSteps, "optimizer steps; 0 = train.epochs epochs", {"steps", "iterations"}),
+      MB_FIELD("train.epochs", train.epochs, "epochs when max_steps is 0", {"num_epochs", "epoch"}),
+      MB_FIELD("train.precision", train.precision, "fp32 or bf16 (autocast, fp32 master weights)",
+               {"dtype", "amp", "mixed_precision"}),
+      MB_FIELD("train.grad_clip", train.gradClip, "clip the global gradient norm; 0 = off",
+               {"clip_grad_norm", "max_grad_norm"}),
+      MB_FIELD("train.eval_every", train.evalEvery, "steps between evaluations; 0 = epoch ends",
+               {"val_every", "eval_interval"}),
+      MB_FIELD("train.eval_batches", train.evalBatches, "cap on validation batches; 0 = whole split"),
+      MB_FIELD("train.max_bad_steps", train.maxBadSteps, "consecutive non-finite steps before stopping"),
+      MB_FIELD("train.seed", train.seed, "seed for init and data order", {"random_seed"}),
+      MB_FIELD("train.device", train.device, "auto, cpu, or cuda"),
+      MB_FIELD("train.cuda_graphs", train.cudaGraphs, "capture the step in a CUDA graph (static shapes)"),
+      MB_FIELD("train.threads", train.threads, "CPU threads per rank; 0 = cores / ranks on the node",
+               {"num_threads"}),
+      MB_FIELD("train.memory_growth_warn_mb", train.memoryGrowthWarnMb, "warn when memory grows more per epoch"),
+      MB_FIELD("train.early_stopping.metric", train.earlyStopping.metric, "metric watched, e.g. val_loss"),
+      MB_FIELD("train.early_stopping.mode", train.earlyStopping.mode, "min or max"),
+      MB_FIELD("train.early_stopping.patience", train.earlyStopping.patience,
+               "evaluations without improvement before stopping; 0 = off"),
+      MB_FIELD("train.early_stopping.min_delta", train.earlyStopping.minDelta, "smallest improvement that counts"),
+      // optim
+      MB_FIELD("optim.name", optim.name, "adamw, adam, or sgd", {"optimizer", "type", "kind"}),
+      MB_FIELD("optim.lr", optim.lr, "peak learning rate", {"learning_rate", "lr_max", "rate"}),
+      MB_FIELD("optim.weight_decay", optim.weightDecay, "decoupled (adamw) or L2 (adam, sgd) weight decay",
+               {"wd", "decay"}),
+      MB_FIELD("optim.beta1", optim.beta1, "Adam beta1"),
+      MB_FIELD("optim.beta2", optim.beta2, "Adam beta2"),
+      MB_FIELD("optim.eps", optim.eps, "Adam epsilon", {"epsilon"}),
+      MB_FIELD("optim.momentum", optim.momentum, "SGD momentum"),
+      MB_FIELD("optim.nesterov", optim.nesterov, "SGD Nesterov momentum"),
+      MB_FIELD("optim.schedule", optim.schedule, "constant, cosine, or linear (after warmup)",
+               {"scheduler", "lr_schedule"}),
+      MB_FIELD("optim.warmup_steps", optim.warmupSteps, "linear warmup steps", {"warmup"}),
+      MB_FIELD("optim.min_lr_ratio", optim.minLrRatio, "cosine/linear: final lr as a share of lr", {"min_lr"}),
+      // dist
+      MB_FIELD("dist.backend", dist.backend, "auto (nccl on CUDA, mpi on CPU), nccl, mpi, or single"),
+      MB_FIELD("dist.bucket_mb", dist.bucketMb, "gradient bucket cap in MiB", {"bucket_cap_mb", "bucket_size"}),
+      MB_FIELD("dist.first_bucket_mb", dist.firstBucketMb, "size of the small first bucket in MiB"),
+      MB_FIELD("dist.grad_dtype", dist.gradDtype, "dtype gradients travel in: fp32 or bf16"),
+      MB_FIELD("dist.timeout_s", dist.timeoutS, "watchdog: seconds a collective or step may take",
+               {"timeout"}),
+  };
+}
+
+#undef MB_FIELD
+
+}  // namespace
+
+const std::vector<ConfigField>& configFields() {
+  static const std::vector<ConfigField> fields = buildFields();
+  return fields;
+}
+
+const ConfigField* findConfigField(const std::string& key) {
+  for (const auto& field : configFields()) {
+    if (field.key == key) return &field;
+  }
+  return nullptr;
+}
+
+bool isConfigSection(const std::string& key) {
+  for (const auto& field : configFields()) {
+    if (str::startsWith(field.key, key + ".")) return true;
+  }
+  return false;
+}
+
+std::string suggestConfigKey(const std::string& unknownKey) {
+  auto dot = unknownKey.rfind('.');
+  std::string section = dot == std::string::npos ? "" : unknownKey.substr(0, dot);
+  std::string leaf = dot == std::string::npos ? unknownKey : unknownKey.substr(dot + 1);
+  std::string best;
+  double bestScore = std::numeric_limits<double>::max();
+  for (const auto& field : configFields()) {
+    auto fieldDot = field.key.rfind('.');
+    std::string fieldSection = field.key.substr(0, fieldDot);
+    std::vector<std::string> names{field.key.substr(fieldDot + 1)};
+    names.insert(names.end(), field.aliases.begin(), field.aliases.end());
+    for (const auto& name : names) {
+      // Same-section matches come first; a key from another section must be much closer.
+      double score = static_cast<double>(str::editDistance(leaf, name)) / std::max<std::size_t>(leaf.size(), 1);
+      if (fieldSection != section) score += 0.5 + 0.1 * str::editDistance(section, fieldSection);
+      if (score < bestScore) {
+        bestScore = score;
+        best = field.key;
+      }
+    }
+  }
+  return bestScore <= 0.6 ? best : std::string();
+}
+
+std::string toString(Layout value) { return enumName(value); }
+std::string toString(Residency value) { return enumName(value); }
+std::string toString(DType value) { return enumName(value); }
+std::string toString(DeviceKind value) { return enumName(value); }
+std::string toString(ModelKind value) { return enumName(value); }
+std::string toString(Task value) { return enumName(value); }
+std::string toString(LossKind value) { return enumName(value); }
+std::string toString(OptimizerKind value) { return enumName(value); }
+std::string toString(ScheduleKind value) { return enumName(value); }
+std::string toString(BackendKind value) { return enumName(value); }
+std::string toString(ProgressKind value) { return enumName(value); }
+std::string toString(MetricMode value) { return enumName(value); }
+
+}  // namespace mb

@@ -1,0 +1,50 @@
+#pragma once
+// The config schema: one entry per YAML key, mapping it to a field of Config. Loading,
+// overrides, unknown-key suggestions, and --print-config all walk this one table.
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/Config.h"
+
+namespace YAML {
+class Node;
+}
+
+namespace mb {
+
+struct ConfigField {
+  std::string key;                   // dotted: "optim.lr"
+  std::string type;                  // for messages: "float", "int", "adamw|adam|sgd", ...
+  std::string help;                  // one line for --help-config
+  std::vector<std::string> aliases;  // other names users try ("learning_rate"); for suggestions
+  // Parses `value` into the field; throws ConfigError naming the key and the bad value.
+  std::function<void(Config&, const YAML::Node& value)> assign;
+  std::function<YAML::Node(const Config&)> emit;
+};
+
+// Every key, in the order --print-config shows them.
+const std::vector<ConfigField>& configFields();
+const ConfigField* findConfigField(const std::string& key);
+// True for "optim", "data.split": a prefix of some key.
+bool isConfigSection(const std::string& key);
+// The closest known key to a mistyped one ("optim.lerning_rate" -> "optim.lr"), or "" if none
+// is close enough to be a useful suggestion.
+std::string suggestConfigKey(const std::string& unknownKey);
+
+// Names of enum values as written in YAML ("adamw", "bf16", ...).
+std::string toString(Layout value);
+std::string toString(Residency value);
+std::string toString(DType value);
+std::string toString(DeviceKind value);
+std::string toString(ModelKind value);
+std::string toString(Task value);
+std::string toString(LossKind value);
+std::string toString(OptimizerKind value);
+std::string toString(ScheduleKind value);
+std::string toString(BackendKind value);
+std::string toString(ProgressKind value);
+std::string toString(MetricMode value);
+
+}  // namespace mb

@@ -1,0 +1,244 @@
+#include "config/ConfigValidator.h"
+
+#include <cmath>
+#include <functional>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "common/Error.h"
+#include "common/Strings.h"
+
+namespace mb {
+namespace {
+
+using Problem = std::optional<std::string>;
+using Rule = std::function<Problem(const Config&)>;
+
+template <class T>
+std::string show(T value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
+// --- generic rules ---------------------------------------------------------------
+
+Rule minimum(const char* key, std::function<double(const Config&)> get, double low) {
+  return [=](const Config& c) -> Problem {
+    double value = get(c);
+    if (value < low) return std::string(key) + " = " + show(value) + " must be >= " + show(low);
+    return std::nullopt;
+  };
+}
+
+Rule openRange(const char* key, std::function<double(const Config&)> get, double low,
+               double high) {
+  return [=](const Config& c) -> Problem {
+    double value = get(c);
+    if (!(value > low && value < high))
+      return std::string(key) + " = " + show(value) + " must be in (" + show(low) + ", " +
+             show(high) + ")";
+    return std::nullopt;
+  };
+}
+
+Rule halfOpenRange(const char* key, std::function<double(const Config&)> get, double low,
+                   double high) {
+  return [=](const Config& c) -> Problem {
+    double value = get(c);
+    if (!(value >= low && value < high))
+      return std::string(key) + " = " + show(value) + " must be in [" + show(low) + ", " +
+             show(high) + ")";
+    return std::nullopt;
+  };
+}
+
+#define MB_GET(member) [](const Config& c) { return static_cast<double>(c.member); }
+
+// --- rules across fields -----------------------------------------------------------
+
+Problem splitFractionsSumToOne(const Config& c) {
+  const auto& s = c.data.split;
+  double sum = s.trainFraction + s.valFraction + s.testFraction;
+  if (std::fabs(sum - 1.0) > 1e-6)
+    return "data.split fractions must sum to 1: train_fraction " + show(s.trainFraction) +
+           " + val_fraction " + show(s.valFraction) + " + test_fraction " + show(s.testFraction) +
+           " = " + show(sum);
+  return std::nullopt;
+}
+
+Problem microBatchFitsGlobal(const Config& c) {
+  if (c.train.microBatch > c.train.globalBatch)
+    return "train.micro_batch = " + show(c.train.microBatch) + " is larger than train.global_batch = " +
+           show(c.train.globalBatch);
+  return std::nullopt;
+}
+
+Problem somethingToTrain(const Config& c) {
+  if (c.train.maxSteps == 0 && c.train.epochs == 0)
+    return "train.max_steps and train.epochs are both 0: set one of them";
+  return std::nullopt;
+}
+
+Problem seriesNeedsStreams(const Config& c) {
+  if (c.data.layout == Layout::kSeries && c.data.streams.empty())
+    return "data.layout = series needs data.streams, e.g. [{name: m1, window: 480}]";
+  return std::nullopt;
+}
+
+Problem streamsAreWellFormed(const Config& c) {
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < c.data.streams.size(); ++i) {
+    const auto& spec = c.data.streams[i];
+    std::string key = "data.streams[" + std::to_string(i) + "]";
+    if (spec.name.empty()) return key + ".name is empty";
+    if (spec.window < 1) return key + ".window = " + show(spec.window) + " must be >= 1";
+    if (!seen.insert(spec.name).second) return key + ".name '" + spec.name + "' appears twice";
+  }
+  return std::nullopt;
+}
+
+Problem gptNeedsTokens(const Config& c) {
+  if (c.model.kind == ModelKind::kGpt && c.data.layout != Layout::kTokens)
+    return "model.kind = gpt needs data.layout = tokens (got " +
+           std::string(c.data.layout == Layout::kSeries ? "series" : "samples") + ")";
+  if (c.model.kind != ModelKind::kGpt && c.data.layout == Layout::kTokens)
+    return "data.layout = tokens is for model.kind = gpt";
+  return std::nullopt;
+}
+
+Problem headsDivideWidth(const Config& c) {
+  if (c.model.kind == ModelKind::kGpt && c.model.heads > 0 && c.model.hidden % c.model.heads != 0)
+    return "model.hidden = " + show(c.model.hidden) + " must be divisible by model.heads = " +
+           show(c.model.heads);
+  return std::nullopt;
+}
+
+Problem lossMatchesTask(const Config& c) {
+  bool classification = c.model.task == Task::kClassification;
+  if (classification && (c.model.loss == LossKind::kMse || c.model.loss == LossKind::kHuber))
+    return "model.loss = " + std::string(c.model.loss == LossKind::kMse ? "mse" : "huber") +
+           " does not fit model.task = classification (use cross_entropy)";
+  if (!classification && c.model.loss == LossKind::kCrossEntropy && c.model.kind != ModelKind::kGpt)
+    return "model.loss = cross_entropy needs model.task = classification";
+  return std::nullopt;
+}
+
+Problem statefulIsLstm(const Config& c) {
+  if (c.model.stateful && c.model.kind != ModelKind::kLstm)
+    return "model.stateful = true is only for model.kind = lstm";
+  if (c.model.stateful && c.data.shuffle)
+    return "model.stateful = true carries hidden state along time: set data.shuffle = false";
+  return std::nullopt;
+}
+
+Problem logLevelKnown(const Config& c) {
+  static const std::set<std::string> levels{"trace", "debug", "info", "warn", "error", "critical", "off"};
+  if (!levels.count(c.run.logLevel))
+    return "run.log_level = '" + c.run.logLevel + "' must be one of trace|debug|info|warn|error";
+  return std::nullopt;
+}
+
+Problem resumeIsModeOrPath(const Config& c) {
+  if (c.run.resume.empty()) return "run.resume is empty: use auto, never, or a checkpoint path";
+  return std::nullopt;
+}
+
+Problem runDirSet(const Config& c) {
+  if (c.run.dir.empty()) return "run.dir is empty: name a directory for logs and checkpoints";
+  return std::nullopt;
+}
+
+Problem earlyStoppingMetricKnown(const Config& c) {
+  const std::string& m = c.train.earlyStopping.metric;
+  if (!str::startsWith(m, "val_"))
+    return "train.early_stopping.metric = '" + m +
+           "' must be a validation metric: val_loss, val_mse, val_mae, val_accuracy";
+  return std::nullopt;
+}
+
+std::vector<Rule> buildRules() {
+  return {
+      runDirSet,
+      resumeIsModeOrPath,
+      logLevelKnown,
+      minimum("run.keep_last", MB_GET(run.keepLast), 1),
+      minimum("run.checkpoint_every", MB_GET(run.checkpointEvery), 0),
+      minimum("run.log_every", MB_GET(run.logEvery), 1),
+      minimum("data.canonical_shards", MB_GET(data.canonicalShards), 1),
+      openRange("data.split.train_fraction", MB_GET(data.split.trainFraction), 0.0, 1.0 + 1e-12),
+      halfOpenRange("data.split.val_fraction", MB_GET(data.split.valFraction), 0.0, 1.0),
+      halfOpenRange("data.split.test_fraction", MB_GET(data.split.testFraction), 0.0, 1.0),
+      splitFractionsSumToOne,
+      minimum("data.split.embargo", MB_GET(data.split.embargo), -1),
+      minimum("data.context", MB_GET(data.context), 1),
+      openRange("data.memory_fraction", MB_GET(data.memoryFraction), 0.0, 1.0 + 1e-12),
+      minimum("data.stream_chunk_shards", MB_GET(data.streamChunkShards), 1),
+      seriesNeedsStreams,
+      streamsAreWellFormed,
+      minimum("model.hidden", MB_GET(model.hidden), 1),
+      minimum("model.layers", MB_GET(model.layers), 1),
+      minimum("model.heads", MB_GET(model.heads), 1),
+      minimum("model.head_hidden", MB_GET(model.headHidden), 0),
+      halfOpenRange("model.dropout", MB_GET(model.dropout), 0.0, 1.0),
+      minimum("model.huber_delta", MB_GET(model.huberDelta), 1e-12),
+      minimum("model.num_classes", MB_GET(model.numClasses), 0),
+      minimum("model.lanes", MB_GET(model.lanes), 0),
+      minimum("model.vocab_size", MB_GET(model.vocabSize), 0),
+      gptNeedsTokens,
+      headsDivideWidth,
+      lossMatchesTask,
+      statefulIsLstm,
+      minimum("train.global_batch", MB_GET(train.globalBatch), 1),
+      minimum("train.micro_batch", MB_GET(train.microBatch), 0),
+      microBatchFitsGlobal,
+      minimum("train.max_steps", MB_GET(train.maxSteps), 0),
+      minimum("train.epochs", MB_GET(train.epochs), 0),
+      somethingToTrain,
+      minimum("train.grad_clip", MB_GET(train.gradClip), 0),
+      minimum("train.eval_every", MB_GET(train.evalEvery), 0),
+      minimum("train.eval_batches", MB_GET(train.evalBatches), 0),
+      minimum("train.max_bad_steps", MB_GET(train.maxBadSteps), 1),
+      minimum("train.seed", MB_GET(train.seed), 0),
+      minimum("train.threads", MB_GET(train.threads), 0),
+      minimum("train.early_stopping.patience", MB_GET(train.earlyStopping.patience), 0),
+      minimum("train.early_stopping.min_delta", MB_GET(train.earlyStopping.minDelta), 0),
+      earlyStoppingMetricKnown,
+      openRange("optim.lr", MB_GET(optim.lr), 0.0, 10.0),
+      minimum("optim.weight_decay", MB_GET(optim.weightDecay), 0),
+      halfOpenRange("optim.beta1", MB_GET(optim.beta1), 0.0, 1.0),
+      halfOpenRange("optim.beta2", MB_GET(optim.beta2), 0.0, 1.0),
+      openRange("optim.eps", MB_GET(optim.eps), 0.0, 1.0),
+      halfOpenRange("optim.momentum", MB_GET(optim.momentum), 0.0, 1.0),
+      minimum("optim.warmup_steps", MB_GET(optim.warmupSteps), 0),
+      halfOpenRange("optim.min_lr_ratio", MB_GET(optim.minLrRatio), 0.0, 1.0 + 1e-12),
+      minimum("dist.bucket_mb", MB_GET(dist.bucketMb), 0.001),
+      minimum("dist.first_bucket_mb", MB_GET(dist.firstBucketMb), 0.001),
+      minimum("dist.timeout_s", MB_GET(dist.timeoutS), 1),
+  };
+}
+
+#undef MB_GET
+
+}  // namespace
+
+std::vector<std::string> validateConfig(const Config& config) {
+  static const std::vector<Rule> rules = buildRules();
+  std::vector<std::string> problems;
+  for (const auto& rule : rules) {
+    if (Problem problem = rule(config)) problems.push_back(*problem);
+  }
+  return problems;
+}
+
+void requireValidConfig(const Config& config) {
+  std::vector<std::string> problems = validateConfig(config);
+  if (problems.empty()) return;
+  std::string message = problems.size() == 1 ? "invalid config: " + problems.front()
+                                             : "invalid config (" + std::to_string(problems.size()) +
+                                                   " problems):\n  - " + str::join(problems, "\n  - ");
+  throw ConfigError(message, "fix the keys named above in the config file or the key=value overrides");
+}
+
+}  // namespace mb

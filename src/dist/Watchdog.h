@@ -1,0 +1,69 @@
+#pragma once
+// Watchdog: no rank waits forever. Every collective and every training step runs inside a
+// Watchdog::Scope. A background thread checks the open scopes; one older than the timeout
+// (dist.timeout_s) is logged with the rank, the operation, and how long it waited, the abort
+// hooks run (NCCL communicators are aborted first), and the process ends with exit code 1.
+// Under mpirun that ends every rank; under srun, --kill-on-bad-exit does.
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace mb::dist {
+
+class Watchdog {
+ public:
+  class Scope {
+   public:
+    Scope() = default;
+    Scope(Watchdog* owner, std::uint64_t id) : owner_(owner), id_(id) {}
+    Scope(Scope&& other) noexcept : owner_(other.owner_), id_(other.id_) { other.owner_ = nullptr; }
+    Scope& operator=(Scope&& other) noexcept;
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    ~Scope() { close(); }
+    void close();
+
+   private:
+    Watchdog* owner_ = nullptr;
+    std::uint64_t id_ = 0;
+  };
+
+  // The process-wide watchdog (collectives on any communicator and the trainer share it).
+  static Watchdog& instance();
+
+  ~Watchdog();
+  void setTimeout(double seconds);
+  double timeout() const;
+  // Runs before the process exits on a timeout, e.g. ncclCommAbort.
+  void addAbortHook(std::function<void()> hook);
+  // Times `what` ("allreduce grad bucket 2 (1.5 MiB)") until the returned scope closes.
+  Scope track(std::string what);
+
+ private:
+  Watchdog() = default;
+  void ensureThread();
+  void run();
+  [[noreturn]] void fire(const std::string& what, double waited);
+
+  using Clock = std::chrono::steady_clock;
+  struct Open {
+    std::string what;
+    Clock::time_point start;
+  };
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::map<std::uint64_t, Open> open_;
+  std::vector<std::function<void()>> abortHooks_;
+  std::uint64_t nextId_ = 1;
+  double timeoutSeconds_ = 300.0;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace mb::dist

@@ -1,0 +1,152 @@
+// Config parsing, overrides, validation errors, and the resolved-config round trip.
+#include <gtest/gtest.h>
+
+#include "common/Error.h"
+#include "config/ConfigLoader.h"
+#include "config/ConfigSchema.h"
+#include "config/ConfigValidator.h"
+
+namespace mb {
+namespace {
+
+// Returns the ConfigError message `body` throws; fails the test when it does not throw.
+template <class Fn>
+std::string configErrorOf(Fn body) {
+  try {
+    body();
+  } catch (const ConfigError& error) {
+    EXPECT_EQ(error.code(), ExitCode::kUsage);
+    return error.what();
+  }
+  ADD_FAILURE() << "expected a ConfigError";
+  return {};
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(Config, DefaultsAreValid) { EXPECT_TRUE(validateConfig(Config{}).empty()); }
+
+TEST(Config, ParsesTypedSections) {
+  Config c = parseConfig(R"(
+run: {dir: /tmp/r, keep_last: 5}
+data:
+  path: x.h5
+  layout: series
+  streams: [{name: m1, window: 480}, {name: h1, window: 96}]
+  split: {train_fraction: 0.7, val_fraction: 0.2, test_fraction: 0.1}
+model: {kind: lstm, hidden: 32, dropout: 0.1}
+train: {global_batch: 128, precision: bf16, max_steps: 1e3}
+optim: {name: sgd, lr: 0.05, nesterov: yes}
+)", "test.yaml");
+  EXPECT_EQ(c.run.dir, "/tmp/r");
+  EXPECT_EQ(c.run.keepLast, 5);
+  EXPECT_EQ(c.data.layout, Layout::kSeries);
+  ASSERT_EQ(c.data.streams.size(), 2u);
+  EXPECT_EQ(c.data.streams[1].name, "h1");
+  EXPECT_EQ(c.data.streams[1].window, 96);
+  EXPECT_DOUBLE_EQ(c.data.split.valFraction, 0.2);
+  EXPECT_EQ(c.model.hidden, 32);
+  EXPECT_EQ(c.train.precision, DType::kBf16);
+  EXPECT_EQ(c.train.maxSteps, 1000);
+  EXPECT_EQ(c.optim.name, OptimizerKind::kSgd);
+  EXPECT_TRUE(c.optim.nesterov);
+}
+
+TEST(Config, UnknownKeySuggestsClosest) {
+  std::string message = configErrorOf([] { parseConfig("optim: {lerning_rate: 1}", "c.yaml"); });
+  EXPECT_TRUE(contains(message, "optim.lerning_rate")) << message;
+  EXPECT_TRUE(contains(message, "did you mean optim.lr?")) << message;
+  message = configErrorOf([] { parseConfig("train: {global_bach: 8}", "c.yaml"); });
+  EXPECT_TRUE(contains(message, "did you mean train.global_batch?")) << message;
+  message = configErrorOf([] { parseConfig("modle: {kind: lstm}", "c.yaml"); });
+  EXPECT_TRUE(contains(message, "unknown config key 'modle'")) << message;
+}
+
+TEST(Config, UnknownOverrideKeySuggestsClosest) {
+  std::string message = configErrorOf([] { parseConfig("", "c.yaml", {"optim.lerning_rate=1"}); });
+  EXPECT_TRUE(contains(message, "did you mean optim.lr?")) << message;
+  message = configErrorOf([] { parseConfig("", "c.yaml", {"train.max_step=3"}); });
+  EXPECT_TRUE(contains(message, "did you mean train.max_steps?")) << message;
+}
+
+TEST(Config, WrongTypeNamesKeyAndValue) {
+  std::string message = configErrorOf([] { parseConfig("train: {global_batch: many}", "c.yaml"); });
+  EXPECT_TRUE(contains(message, "train.global_batch")) << message;
+  EXPECT_TRUE(contains(message, "'many'")) << message;
+  message = configErrorOf([] { parseConfig("optim: {name: adamx}", "c.yaml"); });
+  EXPECT_TRUE(contains(message, "adamw|adam|sgd")) << message;
+  EXPECT_TRUE(contains(message, "did you mean adamw?")) << message;
+  message = configErrorOf([] { parseConfig("data: {shuffle: perhaps}", "c.yaml"); });
+  EXPECT_TRUE(contains(message, "data.shuffle")) << message;
+  message = configErrorOf([] { parseConfig("optim: {lr: [1, 2]}", "c.yaml"); });
+  EXPECT_TRUE(contains(message, "optim.lr")) << message;
+}
+
+TEST(Config, OutOfRangeNamesKeyAndValue) {
+  std::string message = configErrorOf([] { parseConfig("optim: {lr: -1}", "c.yaml"); });
+  EXPECT_TRUE(contains(message, "optim.lr = -1")) << message;
+  message = configErrorOf([] { parseConfig("model: {dropout: 1.5}", "c.yaml"); });
+  EXPECT_TRUE(contains(message, "model.dropout = 1.5")) << message;
+  message = configErrorOf([] {
+    parseConfig("data: {split: {train_fraction: 0.9, val_fraction: 0.2, test_fraction: 0.1}}", "c.yaml");
+  });
+  EXPECT_TRUE(contains(message, "sum to 1")) << message;
+}
+
+TEST(Config, ReportsEveryProblemAtOnce) {
+  std::string message = configErrorOf([] { parseConfig("optim: {lr: 0}\ntrain: {global_batch: 0}", "c.yaml"); });
+  EXPECT_TRUE(contains(message, "2 problems")) << message;
+  EXPECT_TRUE(contains(message, "optim.lr")) << message;
+  EXPECT_TRUE(contains(message, "train.global_batch")) << message;
+}
+
+TEST(Config, CrossFieldRules) {
+  EXPECT_TRUE(contains(configErrorOf([] { parseConfig("data: {layout: series}", "c.yaml"); }),
+                       "needs data.streams"));
+  EXPECT_TRUE(contains(configErrorOf([] { parseConfig("model: {kind: gpt}", "c.yaml"); }),
+                       "needs data.layout = tokens"));
+  EXPECT_TRUE(contains(configErrorOf([] { parseConfig("train: {global_batch: 4, micro_batch: 8}", "c.yaml"); }),
+                       "train.micro_batch = 8"));
+  EXPECT_TRUE(contains(configErrorOf([] {
+                         parseConfig("data: {layout: tokens}\nmodel: {kind: gpt, hidden: 30, heads: 4}", "c.yaml");
+                       }),
+                       "divisible"));
+}
+
+TEST(Config, OverridesApplyAfterFile) {
+  Config c = parseConfig("optim: {lr: 0.1}", "c.yaml",
+                         {"optim.lr=1e-3", "train.max_steps=100", "data.streams=[{name: m5, window: 12}]"});
+  EXPECT_DOUBLE_EQ(c.optim.lr, 1e-3);
+  EXPECT_EQ(c.train.maxSteps, 100);
+  ASSERT_EQ(c.data.streams.size(), 1u);
+  EXPECT_EQ(c.data.streams[0].window, 12);
+}
+
+TEST(Config, MalformedOverrideAndYaml) {
+  EXPECT_TRUE(contains(configErrorOf([] { parseConfig("", "c.yaml", {"optim.lr"}); }), "key=value"));
+  EXPECT_TRUE(contains(configErrorOf([] { parseConfig("", "c.yaml", {"optim=3"}); }), "names a section"));
+  EXPECT_TRUE(contains(configErrorOf([] { parseConfig("optim: {lr: 1", "c.yaml"); }), "not valid YAML"));
+  EXPECT_TRUE(contains(configErrorOf([] { parseConfig("optim: 3", "c.yaml"); }), "expected a section"));
+  EXPECT_TRUE(contains(configErrorOf([] { loadConfigFile("/nonexistent/c.yaml"); }), "cannot read config"));
+}
+
+TEST(Config, ResolvedYamlRoundTrips) {
+  Config c = parseConfig("optim: {lr: 0.0125, schedule: linear}\ndata: {layout: series, streams: [{name: a, window: 3}]}",
+                         "c.yaml");
+  std::string yaml = configToYaml(c);
+  Config again = parseConfig(yaml, "resolved.yaml");
+  EXPECT_EQ(configToYaml(again), yaml);
+  EXPECT_DOUBLE_EQ(again.optim.lr, 0.0125);
+  EXPECT_EQ(again.optim.schedule, ScheduleKind::kLinear);
+  EXPECT_EQ(again.data.streams.at(0).name, "a");
+  // Every key of the schema appears in the resolved config.
+  for (const auto& field : configFields()) {
+    std::string leaf = field.key.substr(field.key.rfind('.') + 1);
+    EXPECT_TRUE(contains(yaml, leaf + ":")) << field.key;
+  }
+}
+
+}  // namespace
+}  // namespace mb
