@@ -1,0 +1,159 @@
+#include "data/GlobalOrder.h"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+namespace mb::data {
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+// Unbiased integer in [0, range) (Lemire's multiply-and-reject).
+std::uint64_t bounded(std::uint64_t& state, std::uint64_t range) {
+  while (true) {
+    unsigned __int128 product = static_cast<unsigned __int128>(splitmix64(state)) * range;
+    auto low = static_cast<std::uint64_t>(product);
+    if (low >= range || low >= (-range) % range) return static_cast<std::uint64_t>(product >> 64);
+  }
+}
+
+constexpr std::uint64_t kChunkOrderSalt = ~std::uint64_t{0};
+
+}  // namespace
+
+std::uint64_t mixSeed(std::uint64_t seed, std::uint64_t a, std::uint64_t b, std::uint64_t c) {
+  std::uint64_t state = seed;
+  std::uint64_t mixed = splitmix64(state);
+  for (std::uint64_t part : {a, b, c}) {
+    state = mixed ^ (part * 0xD6E8FEB86659FD93ULL);
+    mixed = splitmix64(state);
+  }
+  return mixed;
+}
+
+void seededShuffle(std::vector<std::int64_t>& values, std::uint64_t seed) {
+  std::uint64_t state = seed;
+  for (std::size_t i = values.size(); i > 1; --i) {
+    std::size_t j = static_cast<std::size_t>(bounded(state, i));
+    std::swap(values[i - 1], values[j]);
+  }
+}
+
+GlobalOrder::GlobalOrder(std::int64_t numItems, std::int64_t numShards, std::uint64_t seed,
+                         std::int64_t globalBatch, bool shuffle, std::int64_t chunkItems)
+    : numItems_(numItems),
+      numShards_(numShards),
+      seed_(seed),
+      globalBatch_(globalBatch),
+      shuffle_(shuffle),
+      chunkItems_(chunkItems) {
+  if (numShards < 1 || numItems < numShards || globalBatch < 1)
+    throw std::invalid_argument("GlobalOrder needs 1 <= V <= items and a positive batch");
+  shortLength_ = numItems / numShards;
+  for (std::int64_t s = 0; s < numShards; ++s) {
+    if (shardItems(s).size() > shortLength_) longShards_.push_back(s);
+  }
+}
+
+std::int64_t GlobalOrder::batchesPerEpoch() const { return (numItems_ + globalBatch_ - 1) / globalBatch_; }
+
+std::int64_t GlobalOrder::batchSize(std::int64_t batch) const {
+  return std::min(globalBatch_, numItems_ - batch * globalBatch_);
+}
+
+ItemRange GlobalOrder::shardItems(std::int64_t shard) const {
+  // 128-bit products: n * V may overflow 64 bits for huge token corpora.
+  auto cut = [&](std::int64_t s) {
+    return static_cast<std::int64_t>(static_cast<__int128>(s) * numItems_ / numShards_);
+  };
+  return {cut(shard), cut(shard + 1)};
+}
+
+ShardRange GlobalOrder::shardsOfRank(std::int64_t numShards, int rank, int worldSize) {
+  return {numShards * rank / worldSize, numShards * (rank + 1) / worldSize};
+}
+
+ItemRange GlobalOrder::itemsOfShards(ShardRange shards) const {
+  if (shards.begin >= shards.end) return {shardItems(shards.begin).begin, shardItems(shards.begin).begin};
+  return {shardItems(shards.begin).begin, shardItems(shards.end - 1).end};
+}
+
+std::vector<std::int64_t> GlobalOrder::shardOrder(std::int64_t epoch, std::int64_t shard) const {
+  ItemRange range = shardItems(shard);
+  std::vector<std::int64_t> order(range.size());
+  std::iota(order.begin(), order.end(), range.begin);
+  if (!shuffle_) return order;
+  auto e = static_cast<std::uint64_t>(epoch);
+  auto s = static_cast<std::uint64_t>(shard);
+  if (chunkItems_ <= 0 || chunkItems_ >= range.size()) {
+    seededShuffle(order, mixSeed(seed_, e, s, 0));
+    return order;
+  }
+  std::int64_t chunks = (range.size() + chunkItems_ - 1) / chunkItems_;
+  std::vector<std::int64_t> chunkOrder(chunks);
+  std::iota(chunkOrder.begin(), chunkOrder.end(), 0);
+  seededShuffle(chunkOrder, mixSeed(seed_, e, s, kChunkOrderSalt));
+  std::vector<std::int64_t> result;
+  result.reserve(order.size());
+  for (std::int64_t c : chunkOrder) {
+    std::int64_t begin = range.begin + c * chunkItems_;
+    std::int64_t end = std::min(range.end, begin + chunkItems_);
+    std::vector<std::int64_t> chunk(end - begin);
+    std::iota(chunk.begin(), chunk.end(), begin);
+    seededShuffle(chunk, mixSeed(seed_, e, s, 1 + static_cast<std::uint64_t>(c)));
+    result.insert(result.end(), chunk.begin(), chunk.end());
+  }
+  return result;
+}
+
+void GlobalOrder::locate(std::int64_t position, std::int64_t& shard, std::int64_t& index) const {
+  std::int64_t fullRounds = shortLength_ * numShards_;
+  if (position < fullRounds) {
+    shard = position % numShards_;
+    index = position / numShards_;
+  } else {
+    shard = longShards_[position - fullRounds];
+    index = shortLength_;
+  }
+}
+
+std::vector<std::int64_t> GlobalOrder::batchItems(std::int64_t epoch, std::int64_t batch) const {
+  std::vector<std::vector<std::int64_t>> orders(numShards_);
+  std::vector<std::int64_t> items;
+  std::int64_t begin = batch * globalBatch_;
+  std::int64_t end = std::min(numItems_, begin + globalBatch_);
+  for (std::int64_t p = begin; p < end; ++p) {
+    std::int64_t shard = 0, index = 0;
+    locate(p, shard, index);
+    if (orders[shard].empty()) orders[shard] = shardOrder(epoch, shard);
+    items.push_back(orders[shard][index]);
+  }
+  return items;
+}
+
+GlobalOrder::Share GlobalOrder::epochShare(std::int64_t epoch, ShardRange shards) const {
+  std::vector<std::vector<std::int64_t>> orders(numShards_);
+  for (std::int64_t s = shards.begin; s < shards.end; ++s) orders[s] = shardOrder(epoch, s);
+  Share share;
+  share.items.reserve(static_cast<std::size_t>(itemsOfShards(shards).size()));
+  share.offsets.reserve(static_cast<std::size_t>(batchesPerEpoch() + 1));
+  share.offsets.push_back(0);
+  for (std::int64_t b = 0; b < batchesPerEpoch(); ++b) {
+    std::int64_t end = std::min(numItems_, (b + 1) * globalBatch_);
+    for (std::int64_t p = b * globalBatch_; p < end; ++p) {
+      std::int64_t shard = 0, index = 0;
+      locate(p, shard, index);
+      if (shard >= shards.begin && shard < shards.end) share.items.push_back(orders[shard][index]);
+    }
+    share.offsets.push_back(static_cast<std::int64_t>(share.items.size()));
+  }
+  return share;
+}
+
+}  // namespace mb::data

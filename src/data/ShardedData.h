@@ -1,0 +1,67 @@
+#pragma once
+// The "mega-batch" loader: one rank's resident share of a time-ordered HDF5 dataset.
+//
+// load() is collective over the control communicator. Every rank validates the file's
+// schema (agreeing on errors: exit code 3 on every rank), derives the splits and the
+// canonical shards, and reads its contiguous range once (parallel HDF5, collective
+// transfers) into memory on `device` (residency device/host) or streams it in canonical
+// chunks on a background thread (residency stream). After load() the step loop never
+// touches the disk (stream mode: only the prefetch thread does).
+//
+// Train batches follow GlobalOrder (Note [Canonical global order]); eval batches come from
+// this rank's contiguous part of the val or test split. Batches are gathered on the device
+// by index arithmetic: a series window is a gather of rows end-window+1..end from the
+// resident stream, never a materialised copy per sample.
+#include <cstdint>
+#include <memory>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "config/Config.h"
+#include "data/Batch.h"
+#include "data/DataInfo.h"
+#include "data/GlobalOrder.h"
+
+namespace mb::dist {
+class Communicator;
+}
+
+namespace mb::data {
+
+class ShardedData {
+ public:
+  virtual ~ShardedData() = default;
+
+  // Collective. Throws (agreed on every rank) DataError for bad input, ConfigError for a
+  // config that does not fit the data (e.g. V > train samples, V < world size).
+  static std::unique_ptr<ShardedData> load(const Config& config, dist::Communicator& control,
+                                           c10::Device device);
+
+  virtual const DataInfo& info() const = 0;
+  virtual const GlobalOrder& order() const = 0;
+
+  // --- train ---
+  // Prepares epoch `epoch`: this rank's share of every global batch, uploaded to the device
+  // once per epoch (so a step only slices it).
+  virtual void beginEpoch(std::int64_t epoch) = 0;
+  virtual std::int64_t batchesPerEpoch() const = 0;
+  // This rank's items in global batch `batch` of the current epoch (may be 0).
+  virtual std::int64_t localCount(std::int64_t batch) const = 0;
+  // All ranks' items in that batch (what the loss is normalised by).
+  virtual std::int64_t globalCount(std::int64_t batch) const = 0;
+  // Items [begin, end) of this rank's share of global batch `batch`, gathered on the device.
+  // Inputs are cast to `inputType` (fp32, or bf16 under bf16 autocast).
+  virtual Batch trainBatch(std::int64_t batch, std::int64_t begin, std::int64_t end,
+                           at::ScalarType inputType) = 0;
+
+  // --- eval ---
+  // This rank's samples of `split` (a contiguous part of it; empty parts are allowed).
+  virtual std::int64_t evalCount(Split split) const = 0;
+  virtual Batch evalBatch(Split split, std::int64_t begin, std::int64_t end, at::ScalarType inputType) = 0;
+
+  // Bytes held resident for this rank (features + targets + indices), for logs and tests.
+  virtual std::int64_t residentBytes() const = 0;
+};
+
+}  // namespace mb::data

@@ -1,0 +1,49 @@
+#pragma once
+// The models users train, behind one interface the trainer drives. Parameter and buffer
+// names are PyTorch state_dict names (`encoders.m5.weight_ih_l0`, `transformer.h.0.attn.c_attn.weight`):
+// checkpoints store them as they are, so Python loads them into an equal torch.nn module.
+//
+// Loss contract (DESIGN.md "Splits and global order"): lossSum() returns the SUM of the
+// per-term losses of the batch; the trainer divides by (global batch count x termsPerSample())
+// so that gradients summed across ranks are the exact global-batch mean whatever the split.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/nn/module.h>
+
+#include "config/Config.h"
+#include "data/Batch.h"
+#include "data/DataInfo.h"
+
+namespace mb::model {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+class Model : public torch::nn::Module {
+ public:
+  // Forward pass on a batch; returns predictions (regression [B] or [B, K]), logits
+  // (classification [B, C]; gpt [B, T, vocab]).
+  virtual at::Tensor forward(const data::Batch& batch) = 0;
+  // Sum of the loss terms of the batch (a 0-d fp32 tensor).
+  virtual at::Tensor lossSum(const at::Tensor& output, const data::Batch& batch) = 0;
+  // Loss terms per sample: 1, K targets for multi-target regression, context for gpt.
+  virtual std::int64_t termsPerSample() const = 0;
+  // Sums over the batch of evaluation metrics, each divided later by (count x termsPerSample):
+  // e.g. {"mse", ...}, {"mae", ...}, {"accuracy", ...}. Computed without autograd.
+  virtual NamedTensors metricSums(const at::Tensor& output, const data::Batch& batch) = 0;
+  virtual std::string kind() const = 0;
+
+  // State that is neither a parameter nor a buffer but must survive a checkpoint, e.g. the
+  // hidden states of a stateful LSTM's lanes. Empty for most models.
+  virtual NamedTensors extraState() const { return {}; }
+  virtual void loadExtraState(const NamedTensors& state) {}
+};
+
+// Builds the model `config.kind` for the data described by `info`, with parameters
+// initialised from `seed` (identical on every rank; rank 0's are broadcast anyway).
+std::shared_ptr<Model> buildModel(const ModelConfig& config, const data::DataInfo& info, std::uint64_t seed);
+
+}  // namespace mb::model
