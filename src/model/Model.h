@@ -34,6 +34,9 @@ class Model : public torch::nn::Module {
   // Sums over the batch of evaluation metrics, each divided later by (count x termsPerSample):
   // e.g. {"mse", ...}, {"mae", ...}, {"accuracy", ...}. Computed without autograd.
   virtual NamedTensors metricSums(const at::Tensor& output, const data::Batch& batch) = 0;
+  // The names metricSums() returns, in the same order, known without a batch (a rank may have
+  // no evaluation samples but must still take part in the reduction of the sums).
+  virtual std::vector<std::string> metricNames() const = 0;
   virtual std::string kind() const = 0;
 
   // State that is neither a parameter nor a buffer but must survive a checkpoint, e.g. the
