@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -99,6 +100,8 @@ Trainer::Trainer(Config config, dist::Runtime& runtime)
     : config_(std::move(config)), runtime_(runtime), control_(runtime.control()) {
   if (auto step = env::getInt("MEGABATCH_FAULT_NAN_STEP")) nanFaultStep_ = *step;
   if (auto rank = env::getInt("MEGABATCH_FAULT_NAN_RANK")) nanFaultRank_ = static_cast<int>(*rank);
+  if (auto count = env::getInt("MEGABATCH_FAULT_NAN_COUNT")) nanFaultCount_ = *count;
+  if (auto step = env::getInt("MEGABATCH_FAULT_STOP_STEP")) stopFaultStep_ = *step;
 }
 
 Trainer::~Trainer() = default;
@@ -368,8 +371,7 @@ Trainer::StepResult Trainer::trainStep() {
       at::Tensor output = model_->forward(micro);
       part = model_->lossSum(output, micro).to(at::kFloat);
     }
-    if (state_.step + 1 == nanFaultStep_ && (nanFaultRank_ < 0 || nanFaultRank_ == runtime_.rank()))
-      part = part * std::numeric_limits<float>::quiet_NaN();  // test hook
+    if (injectNanNow()) part = part * std::numeric_limits<float>::quiet_NaN();
     (part / normalizer).backward();
     lossSum += part.detach();
   }
@@ -563,8 +565,16 @@ void Trainer::saveCheckpoint(const char* reason) {
 }
 
 // All ranks agree at every step boundary: a signal to any rank stops every rank.
+bool Trainer::injectNanNow() const {
+  const std::int64_t step = state_.step + 1;
+  return nanFaultStep_ > 0 && step >= nanFaultStep_ && step < nanFaultStep_ + nanFaultCount_ &&
+         (nanFaultRank_ < 0 || nanFaultRank_ == runtime_.rank());
+}
+
 bool Trainer::stopRequested() {
-  at::Tensor flag = at::full({1}, pendingStopSignal(), at::kInt);
+  // MEGABATCH_FAULT_STOP_STEP: a test hook that acts as a SIGTERM arriving at that step.
+  int local = state_.step == stopFaultStep_ ? SIGTERM : pendingStopSignal();
+  at::Tensor flag = at::full({1}, local, at::kInt);
   control_.allReduce(flag, dist::ReduceOp::kMax, "stop flag");
   int signal = flag.item<int>();
   if (signal == 0) return false;

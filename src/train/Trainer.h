@@ -66,6 +66,7 @@ class Trainer {
   void saveCheckpoint(const char* reason);
   CheckpointContent snapshot() const;
   bool stopRequested();
+  bool injectNanNow() const;
   void logStep(const StepResult& step, Window& window, bool force);
   void checkMemoryGrowth();
 
@@ -89,8 +90,13 @@ class Trainer {
   std::int64_t microBatch_ = 0;
   std::int64_t lastCheckpointStep_ = -1;
   std::int64_t epochMemoryStart_ = -1;
-  std::int64_t nanFaultStep_ = -1;  // test hook: MEGABATCH_FAULT_NAN_STEP
+  // Test hooks (environment): MEGABATCH_FAULT_NAN_STEP / _COUNT / _RANK make the loss NaN on
+  // steps [STEP, STEP+COUNT) on rank RANK (all ranks if unset); MEGABATCH_FAULT_STOP_STEP acts
+  // as a SIGTERM at that step.
+  std::int64_t nanFaultStep_ = -1;
+  std::int64_t nanFaultCount_ = 1;
   int nanFaultRank_ = -1;
+  std::int64_t stopFaultStep_ = -1;
 };
 
 }  // namespace mb::train
