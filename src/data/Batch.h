@@ -9,13 +9,17 @@ namespace mb::data {
 
 struct Batch {
   // One tensor per model input, in DataInfo::inputs order:
-  //   samples: [B, T, F] or [B, F];  series: [B, window_s, F_s] per stream;  tokens: [B, context] int64.
+  //   samples: [B, T, F] or [B, F];  series: [B, window_s, F_s] per stream;  tokens: [B, context]
+  //   int64.
   std::vector<at::Tensor> inputs;
   // regression: [B] or [B, K] float32;  classification: [B] int64;  tokens: [B, context] int64
   // (the inputs shifted by one).
   at::Tensor targets;
   // [B] int64: index of each sample in the file's sample numbering (predict alignment, lanes).
   at::Tensor sampleIndex;
+  // [B] int64: global lane id of each row, for a stateful LSTM (model.stateful); undefined
+  // otherwise. Rows of one lane in successive batches are consecutive in time.
+  at::Tensor lanes;
 
   std::int64_t size() const { return sampleIndex.defined() ? sampleIndex.size(0) : 0; }
 };

@@ -1,7 +1,8 @@
 #pragma once
 // The models users train, behind one interface the trainer drives. Parameter and buffer
-// names are PyTorch state_dict names (`encoders.m5.weight_ih_l0`, `transformer.h.0.attn.c_attn.weight`):
-// checkpoints store them as they are, so Python loads them into an equal torch.nn module.
+// names are PyTorch state_dict names (`encoders.m5.weight_ih_l0`,
+// `transformer.h.0.attn.c_attn.weight`): checkpoints store them as they are, so Python loads them
+// into an equal torch.nn module.
 //
 // Loss contract (DESIGN.md "Splits and global order"): lossSum() returns the SUM of the
 // per-term losses of the batch; the trainer divides by (global batch count x termsPerSample())
@@ -40,10 +41,19 @@ class Model : public torch::nn::Module {
   // hidden states of a stateful LSTM's lanes. Empty for most models.
   virtual NamedTensors extraState() const { return {}; }
   virtual void loadExtraState(const NamedTensors& state) {}
+  // Forgets carried state (the lanes restart, e.g. at an epoch start). No-op for most models.
+  virtual void resetState() {}
+
+  // state_dict names that alias another entry, as {alias, source}: tied weights such as gpt's
+  // lm_head.weight = transformer.wte.weight. The alias is not registered as a parameter (so
+  // parameters() lists each tensor once for the optimizer and the gradient reducer), but
+  // the state dict carries it under both names, as PyTorch's state_dict() does.
+  virtual std::vector<std::pair<std::string, std::string>> tiedWeights() const { return {}; }
 };
 
 // Builds the model `config.kind` for the data described by `info`, with parameters
 // initialised from `seed` (identical on every rank; rank 0's are broadcast anyway).
-std::shared_ptr<Model> buildModel(const ModelConfig& config, const data::DataInfo& info, std::uint64_t seed);
+std::shared_ptr<Model> buildModel(const ModelConfig& config, const data::DataInfo& info,
+                                  std::uint64_t seed);
 
 }  // namespace mb::model
