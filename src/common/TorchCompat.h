@@ -17,9 +17,7 @@
 
 namespace mb::compat {
 
-inline std::string torchVersion() {
-  return TORCH_VERSION;
-}
+inline std::string torchVersion() { return TORCH_VERSION; }
 
 // --- autocast ---------------------------------------------------------------
 // 1.13 has per-device free functions (set_cpu_enabled, set_autocast_cpu_dtype); 2.4+ takes the
