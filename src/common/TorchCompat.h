@@ -48,9 +48,7 @@ inline bool autocastEnabled(c10::DeviceType device) {
 
 // Autocast caches casted weights for the duration of a forward; clear it after each step so
 // updated fp32 master weights are re-cast.
-inline void clearAutocastCache() {
-  at::autocast::clear_cache();
-}
+inline void clearAutocastCache() { at::autocast::clear_cache(); }
 
 // --- attention --------------------------------------------------------------
 // at::scaled_dot_product_attention (fused / flash kernels) arrived in 2.0.
