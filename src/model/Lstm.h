@@ -4,9 +4,9 @@
 // every stream concatenated, then an MLP head.
 //
 // state_dict names (equal to this torch.nn module):
-//   encoders.<stream>.weight_ih_l<k>, weight_hh_l<k>, bias_ih_l<k>, bias_hh_l<k>
-//   nn.LSTM(batch_first=True) head.0.weight, head.0.bias, head.3.weight, head.3.bias
-//   nn.Sequential(Linear, GELU, Dropout, Linear) (head.0.* alone when model.head_hidden = 0)
+//   encoders.<stream>.{weight_ih,weight_hh,bias_ih,bias_hh}_l<k>   nn.LSTM(batch_first=True)
+//   head.0.{weight,bias}, head.3.{weight,bias}   nn.Sequential(Linear, GELU, Dropout, Linear)
+//   (head.0.* alone when model.head_hidden = 0: nn.Sequential(Linear))
 //
 // Note [Stateful lanes]
 // With model.stateful, the final (h, c) of each row are kept per lane, detached (truncated
@@ -16,6 +16,14 @@
 // ran stay zero, so summing extraState() across ranks gives every lane's state for a
 // checkpoint. A batch without lanes runs from a zero state (evaluation); in training mode a
 // stateful model refuses one, because silently dropping the carried state would be wrong.
+//
+// Note [LSTM precision]
+// The LSTM takes its input in the weights' dtype (fp32; resident bf16 data is cast up) and
+// leaves reduced precision to autocast. On CUDA, torch::nn::LSTM runs cuDNN's fused kernel,
+// and autocast's cuDNN-RNN wrapper (ATen/cudnn/AutocastRNN.cpp) casts it to fp16 whatever the
+// autocast dtype, because ATen's cuDNN RNN does not accept bf16 (cudnn_is_acceptable); cuDNN
+// accumulates in fp32. On CPU (1.13) autocast does not cover the LSTM: it runs in fp32 and
+// the head's linears in bf16. This is what a PyTorch user gets from torch.autocast as well.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -1,8 +1,8 @@
 #pragma once
 // A model's state_dict in HDF5: one dataset per entry, named exactly as PyTorch's
-// Module.state_dict() names it (`encoders.m5.weight_ih_l0`, `transformer.h.0.attn.c_attn.weight`),
-// float32 with Fletcher32 checksums, so that Python loads it by name into an equal torch.nn
-// module:
+// Module.state_dict() names it (`encoders.m5.weight_ih_l0`, `transformer.h.0.ln_1.weight`;
+// flat in the group, the dots are part of the name), float32 with Fletcher32 checksums, so
+// that Python loads it by name into an equal torch.nn module:
 //   sd = {k: torch.from_numpy(v[()]) for k, v in h5py.File(path)["model"].items()}
 //   module.load_state_dict(sd)   # strict
 // Tied weights appear under both names, as in PyTorch (Model::tiedWeights()).
