@@ -140,8 +140,10 @@ void GradientReducer::Impl::buildBuckets() {
     for (std::size_t s : bucket.slots)
       numel += slots[s].param.numel();
     bucket.flat = at::zeros({numel}, first.options().requires_grad(false));
-    if (options.transportType != first.scalar_type())
-      bucket.transport = at::empty({numel}, bucket.flat.options().dtype(options.transportType));
+    // bf16 transport compresses wider gradients; fp32 "transport" means uncompressed, whatever
+    // the parameters' dtype (fp64 stays fp64, a bf16 model sends bf16).
+    bool compress = options.transportType == at::kBFloat16 && first.scalar_type() != at::kBFloat16;
+    if (compress) bucket.transport = at::empty({numel}, bucket.flat.options().dtype(at::kBFloat16));
     std::int64_t offset = 0;
     for (std::size_t s : bucket.slots) {
       Slot& slot = slots[s];
@@ -215,6 +217,14 @@ void GradientReducer::Impl::launchReady(bool fromHook) {
     launch(buckets[nextToLaunch++]);
     ++(fromHook ? stats.launchedDuringBackward : stats.launchedAtFinish);
   }
+}
+
+ReducerOptions reducerOptionsFrom(const DistConfig& config) {
+  ReducerOptions options;
+  options.bucketMb = config.bucketMb;
+  options.firstBucketMb = config.firstBucketMb;
+  options.transportType = config.gradDtype == DType::kBf16 ? at::kBFloat16 : at::kFloat;
+  return options;
 }
 
 void GradientReducer::Impl::launch(Bucket& bucket) {

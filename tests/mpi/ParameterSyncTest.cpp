@@ -52,8 +52,9 @@ void expectMismatchNamed(const std::function<void()>& body, int rank, const std:
   try {
     body();
     FAIL() << "a model that differs between ranks must be an error";
-  } catch (const ConfigError& error) {
+  } catch (const Error& error) {
     std::string text = error.what();
+    EXPECT_EQ(error.code(), ExitCode::kUsage) << text;
     EXPECT_TRUE(error.agreed());
     EXPECT_NE(text.find("rank " + std::to_string(rank)), std::string::npos) << text;
     EXPECT_NE(text.find(fragment), std::string::npos) << text;

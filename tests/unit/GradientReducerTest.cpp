@@ -206,6 +206,33 @@ TEST(GradientReducerMisuse, SecondBackwardOnTheLastMicroStepIsAnError) {
   EXPECT_THROW(reducer.prepareForBackward(true), RuntimeError);
 }
 
+TEST(GradientReducerGrads, Fp64ParametersAreNotNarrowed) {
+  torch::manual_seed(5);
+  test::MlpStack model(8, 2);
+  model->to(at::kDouble);
+  at::Tensor x = at::randn({3, 8}, at::kDouble);
+  auto expected = referenceGrads(model, x);
+  auto reducer = makeReducer(*model);  // default options: fp32 "transport" = uncompressed
+  reducer.prepareForBackward(true);
+  model->forward(x).pow(2).sum().backward();
+  reducer.finishGradients();
+  auto params = model->parameters();
+  for (std::size_t i = 0; i < params.size(); ++i)
+    EXPECT_TRUE(at::equal(params[i].grad(), expected[i])) << "parameter " << i;
+}
+
+TEST(GradientReducerOptions, FromDistConfig) {
+  DistConfig config;
+  config.bucketMb = 8;
+  config.firstBucketMb = 0.5;
+  config.gradDtype = DType::kBf16;
+  auto options = dist::reducerOptionsFrom(config);
+  EXPECT_EQ(options.bucketMb, 8);
+  EXPECT_EQ(options.firstBucketMb, 0.5);
+  EXPECT_EQ(options.transportType, at::kBFloat16);
+  EXPECT_EQ(dist::reducerOptionsFrom(DistConfig{}).transportType, at::kFloat);
+}
+
 TEST(GradientReducerMisuse, UnsupportedTransportDtypeIsAConfigError) {
   test::MlpStack model(4, 1);
   ReducerOptions options;
