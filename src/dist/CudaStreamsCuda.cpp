@@ -2,7 +2,6 @@
 #include "dist/CudaStreams.h"
 
 #include <ATen/core/Tensor.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 
 namespace mb::dist::cuda {
@@ -12,8 +11,9 @@ CUstream_st* currentStream(int device) {
 }
 
 void recordStream(const at::Tensor& tensor, CUstream_st* stream) {
-  auto wrapped = c10::cuda::getStreamFromExternal(stream, tensor.device().index());
-  c10::cuda::CUDACachingAllocator::recordStream(tensor.storage().data_ptr(), wrapped);
+  // Tensor::record_stream is the stable public form of CUDACachingAllocator::recordStream
+  // (LibTorch 1.13 and 2.x); getStreamFromExternal wraps a stream c10 did not create.
+  tensor.record_stream(c10::cuda::getStreamFromExternal(stream, tensor.device().index()));
 }
 
 }  // namespace mb::dist::cuda

@@ -26,8 +26,10 @@
 #include "dist/FaultInjection.h"
 #include "dist/Watchdog.h"
 
-#if NCCL_VERSION_CODE < 21000
-#error "megabatch needs NCCL 2.10 or newer (bf16 and ncclAvg)"
+// bf16 and ncclAvg need 2.10; MB_NCCL_CHECK uses ncclGetLastError (2.13) and ncclInProgress
+// (2.14, the NCCL of PyTorch 2.0).
+#if NCCL_VERSION_CODE < 21400
+#error "megabatch needs NCCL 2.14 or newer"
 #endif
 
 namespace mb::dist {
