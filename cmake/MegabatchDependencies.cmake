@@ -53,11 +53,14 @@ endif()
 
 if(NOT MEGABATCH_CUDA STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
+  # A pip CUDA PyTorch (2.1+) brings NCCL as the nvidia-nccl wheel next to torch/: use that
+  # torch's NCCL when nothing else is named.
+  set(_mb_pip_nccl "${TORCH_INSTALL_PREFIX}/../nvidia/nccl")
   find_path(MEGABATCH_NCCL_INCLUDE_DIR nccl.h
-    HINTS ENV NCCL_ROOT ENV NCCL_HOME ${NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
+    HINTS ENV NCCL_ROOT ENV NCCL_HOME ${NCCL_ROOT} ${_mb_pip_nccl} ${CUDAToolkit_INCLUDE_DIRS}
     PATH_SUFFIXES include)
   find_library(MEGABATCH_NCCL_LIBRARY NAMES nccl libnccl.so.2
-    HINTS ENV NCCL_ROOT ENV NCCL_HOME ${NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR}
+    HINTS ENV NCCL_ROOT ENV NCCL_HOME ${NCCL_ROOT} ${_mb_pip_nccl} ${CUDAToolkit_LIBRARY_DIR}
     PATH_SUFFIXES lib lib64)
   if(_mb_torch_has_cuda AND CUDAToolkit_FOUND AND MEGABATCH_NCCL_INCLUDE_DIR AND MEGABATCH_NCCL_LIBRARY)
     set(MEGABATCH_WITH_CUDA ON)
