@@ -54,7 +54,8 @@ DatasetMeta require(hid_t file, const std::string& fileName, const std::string& 
   std::string path = stripSlash(rawPath);
   if (!h5::isDataset(file, path)) {
     std::string what = h5::exists(file, path) ? " is not a dataset" : " is missing";
-    throw DataError(where(fileName, path) + what + " (" + role + ")" + siblings(file, path),
+    bool obvious = path == role || str::endsWith(path, "/" + role);
+    throw DataError(where(fileName, path) + what + (obvious ? "" : " (" + role + ")") + siblings(file, path),
                     std::string(kFormatHint) + "; data.names.* remaps dataset names");
   }
   h5::Handle dataset = h5::openDataset(file, path, ExitCode::kData);

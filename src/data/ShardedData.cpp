@@ -109,7 +109,10 @@ class Loader {
   std::unique_ptr<ShardedData> run() {
     auto start = Clock::now();
     dist::agreed(comm_, "checking the launch against data.canonical_shards", [&] { checkLaunch(); });
-    dist::agreed(comm_, "validating " + config_.data.path, [&] { validateAndPlan(); });
+    h5::Handle file;
+    dist::agreed(comm_, "validating " + config_.data.path, [&] { file = validate(); });
+    dist::agreed(comm_, "planning the shards of " + config_.data.path, [&] { plan(file.get()); });
+    file.reset();
     checkSameFileEverywhere();
     stats_.validateSeconds = secondsSince(start);
     checkMemory();
@@ -132,11 +135,17 @@ class Loader {
                             "can use or resume on), or launch fewer ranks");
   }
 
-  void validateAndPlan() {
+  // Structure and this rank's slice of the index arrays (Note [Schema validation]).
+  h5::Handle validate() {
     h5::Handle file = h5::openFile(config_.data.path, false, ExitCode::kData);
     schema_ = readSchema(file.get(), config_.data.path, config_);
     checkIndexSlice(file.get(), schema_, rank_, world_);
-    SampleIndex index(file.get(), schema_);
+    return file;
+  }
+
+  // Splits, order, and every rank's reads: the same on every rank once validation passed.
+  void plan(hid_t file) {
+    SampleIndex index(file, schema_);
     std::int64_t first = schema_.layout == Layout::kSeries ? index.firstComplete() : 0;
     if (first >= schema_.numSamples) throw noCompleteWindow(index);
     if (first > 0 && rank_ == 0)
@@ -145,7 +154,7 @@ class Loader {
     auto splits = planSplits({first, schema_.numSamples}, config_.data.split,
                              embargoRule(schema_, config_.data.split, index), schema_.path);
     fillInfo(splits);
-    info_.fingerprint = fingerprint(file.get(), schema_, index);
+    info_.fingerprint = fingerprint(file, schema_, index);
     checkShardCount();
     order_.emplace(info_.split(Split::kTrain).size(), config_.data.canonicalShards,
                    static_cast<std::uint64_t>(config_.train.seed), config_.train.globalBatch,

@@ -2,11 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "common/Error.h"
 
 namespace mb::data {
 namespace {
+
+std::string show(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
 
 std::int64_t cutAt(std::int64_t n, double fraction) {
   // The small epsilon keeps 0.8 * 1000 at 800 despite binary rounding.
@@ -18,7 +25,7 @@ void requireNonEmpty(const SampleRange& range, double fraction, const char* name
                      std::int64_t cut, std::int64_t gapStart, const std::string& file) {
   if (fraction <= 0 || range.size() > 0) return;
   throw DataError(file + ": the " + std::string(name) + " split is empty: data.split." + name +
-                      "_fraction = " + std::to_string(fraction) + " gives samples up to " +
+                      "_fraction = " + show(fraction) + " gives samples up to " +
                       std::to_string(cut) + ", but the embargo gap after the previous split runs to sample " +
                       std::to_string(gapStart),
                   "use more data, a larger data.split." + std::string(name) +
@@ -43,7 +50,7 @@ std::array<SampleRange, 3> planSplits(SampleRange usable, const SplitConfig& spl
   if (train.size() < 1)
     throw DataError(file + ": the train split is empty (" + std::to_string(n) +
                         " usable samples x data.split.train_fraction = " +
-                        std::to_string(split.trainFraction) + ")",
+                        show(split.trainFraction) + ")",
                     "use more data or a larger data.split.train_fraction");
 
   std::int64_t previousLast = train.end - 1;
