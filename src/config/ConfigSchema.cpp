@@ -282,7 +282,11 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("data.names.series", data.names.series, "group holding the series streams"),
       MB_FIELD("data.names.sample_ends", data.names.sampleEnds, "group holding per-stream window end rows"),
       MB_FIELD("data.memory_fraction", data.memoryFraction, "share of device/host memory resident data may use"),
-      MB_FIELD("data.stream_chunk_shards", data.streamChunkShards, "stream residency: canonical shards per chunk"),
+      MB_FIELD("data.memory_budget_mb", data.memoryBudgetMb,
+               "per-rank MiB resident data may use; 0 = memory_fraction of device/host memory"),
+      MB_FIELD("data.stream_chunk_items", data.streamChunkItems,
+               "stream residency: items per chunk of each shard (sets the chunk-major order)",
+               {"stream_chunk_shards", "chunk_items"}),
       // model
       MB_FIELD("model.kind", model.kind, "lstm, gpt, or mlp", {"type", "arch", "name"}),
       MB_FIELD("model.task", model.task, "regression or classification (lstm, mlp)"),
