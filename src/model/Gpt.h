@@ -123,6 +123,7 @@ class Gpt : public Model {
   std::int64_t termsPerSample() const override { return options_.context; }
   // {"accuracy"}: next-token predictions that match the target, summed over positions.
   NamedTensors metricSums(const at::Tensor& output, const data::Batch& batch) override;
+  std::vector<std::string> metricNames() const override { return {"accuracy"}; }
   std::string kind() const override { return "gpt"; }
   std::vector<std::pair<std::string, std::string>> tiedWeights() const override {
     return {{"lm_head.weight", "transformer.wte.weight"}};

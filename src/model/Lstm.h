@@ -45,6 +45,7 @@ class Lstm : public Model {
   at::Tensor lossSum(const at::Tensor& output, const data::Batch& batch) override;
   std::int64_t termsPerSample() const override { return objective_.termsPerSample(); }
   NamedTensors metricSums(const at::Tensor& output, const data::Batch& batch) override;
+  std::vector<std::string> metricNames() const override { return objective_.metricNames(); }
   std::string kind() const override { return "lstm"; }
 
   NamedTensors extraState() const override;

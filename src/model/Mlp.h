@@ -24,6 +24,7 @@ class Mlp : public Model {
   at::Tensor lossSum(const at::Tensor& output, const data::Batch& batch) override;
   std::int64_t termsPerSample() const override { return objective_.termsPerSample(); }
   NamedTensors metricSums(const at::Tensor& output, const data::Batch& batch) override;
+  std::vector<std::string> metricNames() const override { return objective_.metricNames(); }
   std::string kind() const override { return "mlp"; }
 
  private:

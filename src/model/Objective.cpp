@@ -87,6 +87,11 @@ at::Tensor Objective::lossSum(const at::Tensor& output, const at::Tensor& target
   }
 }
 
+std::vector<std::string> Objective::metricNames() const {
+  if (task_ == Task::kClassification) return {"accuracy"};
+  return {"mse", "mae"};
+}
+
 NamedTensors Objective::metricSums(const at::Tensor& output, const at::Tensor& targets) const {
   checkTargets(output, targets);
   at::NoGradGuard noGrad;

@@ -3,6 +3,7 @@
 // output layer, the loss (a sum over terms, see Model.h), and the evaluation metrics. Shared
 // by the lstm and mlp models; gpt scores next-token cross-entropy itself.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -26,6 +27,7 @@ class Objective {
   std::int64_t termsPerSample() const { return terms_; }
   // regression: {"mse", "mae"} summed over terms; classification: {"accuracy"} (correct count).
   NamedTensors metricSums(const at::Tensor& output, const at::Tensor& targets) const;
+  std::vector<std::string> metricNames() const;
 
   Task task() const { return task_; }
   LossKind loss() const { return loss_; }
