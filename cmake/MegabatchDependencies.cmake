@@ -12,6 +12,13 @@ target_link_libraries(megabatch_torch INTERFACE torch)
 # TORCH_CXX_FLAGS carries the libstdc++ ABI flag that LibTorch was built with.
 separate_arguments(_mb_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
 target_compile_options(megabatch_torch INTERFACE ${_mb_torch_flags})
+if(TORCH_CXX_FLAGS MATCHES "_GLIBCXX_USE_CXX11_ABI=0")
+  # pip wheels before PyTorch 2.7 and the "pre-cxx11" LibTorch archives: the flag reaches all of
+  # megabatch, but the distribution's yaml-cpp, spdlog and GoogleTest use the C++11 ABI.
+  message(WARNING "This LibTorch uses the pre-C++11 libstdc++ ABI (_GLIBCXX_USE_CXX11_ABI=0); "
+                  "linking against the system yaml-cpp/spdlog/GoogleTest will fail with undefined "
+                  "std::string symbols. Use PyTorch >= 2.7 or the cxx11-abi LibTorch archive.")
+endif()
 set(MEGABATCH_TORCH_VERSION "${Torch_VERSION}")
 if(NOT MEGABATCH_TORCH_VERSION)
   set(MEGABATCH_TORCH_VERSION "unknown")

@@ -23,8 +23,17 @@ GRACE_S = 15
 
 class WatchdogHangTest(unittest.TestCase):
     def test_hung_bucket_ends_both_ranks_with_the_message(self):
+        self.check_hang({})
+
+    def test_a_hanging_abort_hook_does_not_keep_ranks_alive(self):
+        # An ncclCommAbort that blocks: the watchdog gives up on it after 10 s.
+        output = self.check_hang({"MB_TEST_HANGING_ABORT_HOOK": "1"})
+        self.assertIn("abort hooks did not finish within 10 s; exiting anyway", output)
+
+    def check_hang(self, extra_env):
         env = dict(os.environ)
         env.update({"MEGABATCH_FAULT_HANG": "1:grad bucket:3", "MB_TEST_WATCHDOG_S": str(TIMEOUT_S)})
+        env.update(extra_env)
         cmd = [mbtest.MPIEXEC, "-np", "2", "--oversubscribe", TEST_BINARY,
                "--gtest_filter=FaultDriver.*"]
         start = time.monotonic()
@@ -51,6 +60,7 @@ class WatchdogHangTest(unittest.TestCase):
             self.assertIn(rank, ("0", "1"), report)
             self.assertLessEqual(int(bucket), int(buckets), report)
         self.assertNotIn("should have ended this process", output, report)
+        return output
 
 
 if __name__ == "__main__":

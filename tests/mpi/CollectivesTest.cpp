@@ -28,6 +28,10 @@ at::Tensor rankPattern(int rank, const Case& c) {
   return (at::arange(c.numel, at::kDouble).remainder(7) + rank).to(c.dtype);
 }
 
+// Larger than a default 25 MiB gradient bucket: only summed (the gradient path), so the suite
+// stays fast on two shared cores; the other operators are checked on the smaller sizes.
+constexpr int64_t kLarge = 1'000'000;
+
 void checkAllReduce(dist::Communicator& comm, const Case& c) {
   int w = comm.size();
   at::Tensor base = at::arange(c.numel, at::kDouble).remainder(7);
@@ -37,6 +41,7 @@ void checkAllReduce(dist::Communicator& comm, const Case& c) {
   at::Tensor sum = rankPattern(comm.rank(), c);
   comm.allReduce(sum, dist::ReduceOp::kSum);
   EXPECT_TRUE(at::allclose(sum.to(at::kDouble), expectedSum)) << "sum, dtype " << c.dtype;
+  if (c.numel > kLarge) return;
 
   at::Tensor avg = rankPattern(comm.rank(), c);
   comm.allReduce(avg, dist::ReduceOp::kAvg);
@@ -60,18 +65,18 @@ TEST_P(CollectiveCases, AllReduceSumAvgMaxMin) {
 }
 
 TEST_P(CollectiveCases, DataCommunicatorAgrees) {
+  if (GetParam().numel > kLarge) GTEST_SKIP() << "large sizes: covered on the control communicator";
   checkAllReduce(dataComm(), GetParam());
 }
 
-INSTANTIATE_TEST_SUITE_P(Collectives, CollectiveCases,
-                         // Sizes 0, 1, odd, and larger than a default 25 MiB bucket.
-                         ::testing::Values(Case{at::kFloat, 0}, Case{at::kFloat, 1},
-                                           Case{at::kFloat, 1001}, Case{at::kFloat, 7'000'001},
-                                           Case{at::kDouble, 0}, Case{at::kDouble, 1},
-                                           Case{at::kDouble, 333}, Case{at::kDouble, 3'300'001},
-                                           Case{at::kBFloat16, 0}, Case{at::kBFloat16, 1},
-                                           Case{at::kBFloat16, 17}, Case{at::kBFloat16, 13'200'001},
-                                           Case{at::kHalf, 257}, Case{at::kLong, 5}));
+INSTANTIATE_TEST_SUITE_P(
+    Collectives, CollectiveCases,
+    // Sizes 0, 1, odd, and larger than a default 25 MiB bucket (28, 26.4, 26.4 MB).
+    ::testing::Values(Case{at::kFloat, 0}, Case{at::kFloat, 1}, Case{at::kFloat, 1001},
+                      Case{at::kFloat, 7'000'001}, Case{at::kDouble, 0}, Case{at::kDouble, 1},
+                      Case{at::kDouble, 333}, Case{at::kDouble, 3'300'001}, Case{at::kBFloat16, 0},
+                      Case{at::kBFloat16, 1}, Case{at::kBFloat16, 17},
+                      Case{at::kBFloat16, 13'200'001}, Case{at::kHalf, 257}, Case{at::kLong, 5}));
 
 TEST(Collectives, BroadcastFromEveryRoot) {
   auto& comm = test::runtime().control();
