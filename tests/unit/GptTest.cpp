@@ -204,6 +204,21 @@ TEST(GptModel, VocabularyMustCoverTheData) {
   EXPECT_THROW(buildModel(test::gptConfig(), info, 1), ConfigError);
 }
 
+TEST(GptModel, DropoutActsOnlyInTraining) {
+  at::manual_seed(10);
+  auto config = test::gptConfig();
+  config.dropout = 0.2;
+  auto model = buildModel(config, test::tokenInfo(12, 40), 1);
+  auto batch = test::randomBatch(test::tokenInfo(12, 40), 2);
+  model->eval();
+  at::Tensor a = model->forward(batch), b = model->forward(batch);
+  EXPECT_TRUE(at::equal(a, b));
+  model->train();
+  at::Tensor c = model->forward(batch);
+  EXPECT_FALSE(at::allclose(a, c));
+  model->lossSum(c, batch).backward();
+}
+
 TEST(GptAutocast, Bf16OnCpuTrainsCloseToFp32) {
   at::manual_seed(9);
   auto gpt = tinyGpt();
