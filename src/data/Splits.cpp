@@ -90,19 +90,3 @@ SampleRange trainPart(SampleRange trainSplit, const GlobalOrder& order, int rank
 }
 
 }  // namespace mb::data
-
-namespace mb::data {
-
-const char* toString(Split split) {
-  switch (split) {
-    case Split::kTrain:
-      return "train";
-    case Split::kVal:
-      return "val";
-    case Split::kTest:
-      return "test";
-  }
-  return "?";
-}
-
-}  // namespace mb::data
