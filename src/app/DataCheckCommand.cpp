@@ -38,11 +38,13 @@ enum Stat {
   kCheckSeconds,
   kPeakRss,
   kGatherMs,
+  kBytesMapped,
   kStats
 };
-const char* kStatNames[] = {
-    "train_items",  "val_samples",      "test_samples",  "resident_bytes", "bytes_read",
-    "read_seconds", "validate_seconds", "check_seconds", "peak_rss_bytes", "gather_ms_median"};
+const char* kStatNames[] = {"train_items",      "val_samples",   "test_samples",
+                            "resident_bytes",   "bytes_read",    "read_seconds",
+                            "validate_seconds", "check_seconds", "peak_rss_bytes",
+                            "gather_ms_median", "bytes_mapped"};
 
 c10::Device resolveDevice(const Config& config, const dist::Topology& topology) {
   bool cuda = at::hasCUDA();
@@ -149,20 +151,22 @@ void printSummary(const data::ShardedData& data, const at::Tensor& stats, int wo
   std::printf("memory budget per rank: %s (%s)\n",
               str::humanBytes(static_cast<double>(load.budgetBytes)).c_str(), load.budget.c_str());
   std::printf(
-      "rank  train_items  val  test  resident     read        read_s  peak_rss   gather_ms\n");
+      "rank  train_items  val  test  resident     loaded      load_s  peak_rss   gather_ms\n");
   double bytes = 0, seconds = 0;
   for (int r = 0; r < world; ++r) {
     auto s = stats[r];
     auto v = [&](Stat k) { return s[k].item<double>(); };
-    bytes += v(kBytesRead);
+    bytes += v(kBytesRead) + v(kBytesMapped);
     seconds = std::max(seconds, v(kReadSeconds));
     std::printf("%4d  %11.0f  %5.0f %5.0f %-12s %-11s %6.3f  %-10s %.3f\n", r, v(kTrain), v(kVal),
                 v(kTest), str::humanBytes(v(kResident)).c_str(),
-                str::humanBytes(v(kBytesRead)).c_str(), v(kReadSeconds),
+                str::humanBytes(v(kBytesRead) + v(kBytesMapped)).c_str(), v(kReadSeconds),
                 str::humanBytes(v(kPeakRss)).c_str(), v(kGatherMs));
   }
-  std::printf("read: %s in %.3f s = %.3f GB/s over all ranks\n", str::humanBytes(bytes).c_str(),
-              seconds, seconds > 0 ? bytes / seconds / 1e9 : 0.0);
+  std::printf("load: %s in %.3f s = %.3f GB/s over all ranks (%s)\n",
+              str::humanBytes(bytes).c_str(), seconds, seconds > 0 ? bytes / seconds / 1e9 : 0.0,
+              load.bytesMapped > 0 ? "zero-copy mappings from the page cache, data.host_mmap"
+                                   : "reads into resident memory");
 }
 
 void writeReport(const std::string& path, const data::ShardedData& data, const at::Tensor& stats,
@@ -222,6 +226,7 @@ int runDataCheck(const ParsedArgs& args, dist::Runtime& runtime) {
   mine[kTest] = static_cast<double>(data->evalCount(data::Split::kTest));
   mine[kResident] = static_cast<double>(data->residentBytes());
   mine[kBytesRead] = static_cast<double>(load.bytesRead);
+  mine[kBytesMapped] = static_cast<double>(load.bytesMapped);
   mine[kReadSeconds] = load.readSeconds;
   mine[kValidateSeconds] = load.validateSeconds;
   mine[kCheckSeconds] = load.checkSeconds;

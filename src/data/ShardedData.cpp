@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <optional>
 
 #include <ATen/Functions.h>
@@ -15,6 +16,7 @@
 #include "common/Log.h"
 #include "common/Strings.h"
 #include "data/ChunkStreamer.h"
+#include "data/MappedFile.h"
 #include "data/MemoryBudget.h"
 #include "data/Reader.h"
 #include "data/ResidentData.h"
@@ -170,6 +172,7 @@ class Loader {
                    config_.data.shuffle,
                    residency_ == Residency::kStream ? config_.data.streamChunkItems : 0);
     planStores(index);
+    findMappable(file);
     logPlan(first);
   }
 
@@ -304,13 +307,32 @@ class Loader {
     return perChunk * ChunkStreamer::capacityBound(*order_, shards);
   }
 
+  // Note [Zero-copy host residency]: which datasets this load maps instead of reading. The
+  // same on every rank (file metadata and config only).
+  void findMappable(hid_t file) {
+    if (!config_.data.hostMmap || !storeDevice_.is_cpu()) return;
+    for (Split split : kSplits) {
+      if (!readsSplit(split)) continue;
+      for (const auto& read : myPlan(split).reads) {
+        if (mappable_.count(read.path)) continue;
+        mappable_[read.path] = mappableOffset(file, read.path, read.type);
+      }
+    }
+  }
+
+  bool mapped(const ReadSpec& read) const {
+    auto it = mappable_.find(read.path);
+    return it != mappable_.end() && it->second.has_value();
+  }
+
   std::array<std::vector<at::Tensor>, 3> allocate() const {
     std::array<std::vector<at::Tensor>, 3> tensors;
     for (Split split : kSplits) {
       if (!readsSplit(split)) continue;
       for (const auto& read : myPlan(split).reads) {
-        tensors[static_cast<int>(split)].push_back(
-            at::empty(read.shape, at::TensorOptions().dtype(read.type).device(storeDevice_)));
+        auto options = at::TensorOptions().dtype(read.type).device(storeDevice_);
+        tensors[static_cast<int>(split)].push_back(mapped(read) ? at::Tensor()
+                                                                : at::empty(read.shape, options));
       }
     }
     return tensors;
@@ -321,28 +343,60 @@ class Loader {
     stats_.io = io.describe();
     auto start = Clock::now();
     dist::agreed(comm_, "reading " + config_.data.path, [&] {
-      h5::Handle file = h5::openFile(config_.data.path, false, ExitCode::kData, io.fileAccess());
-      RowReader reader(file.get(), io.transfer(), io.collective());
-      for (Split split : kSplits) {
-        if (!readsSplit(split)) continue;
-        const auto& plans = plans_[static_cast<int>(split)];
-        for (std::size_t i = 0; i < myPlan(split).reads.size(); ++i) {
-          std::vector<ItemRange> allRanks;
-          for (const auto& plan : plans)
-            allRanks.push_back(plan.reads[i].rows);
-          reader.read(myPlan(split).reads[i].path, allRanks, rank_,
-                      tensors[static_cast<int>(split)][i]);
-        }
-      }
-      file.close(ExitCode::kData, config_.data.path);  // collective under MPI-IO
-      stats_.bytesRead = reader.bytesRead();
-      reader.throwIfFailed();
+      readCollectively(io, tensors);
+      mapRows(tensors);  // local: after the last collective call
     });
     stats_.readSeconds = secondsSince(start);
     if (rank_ == 0)
-      log::get("data").info("read {} on rank 0 in {:.2f} s ({})",
-                            str::humanBytes(static_cast<double>(stats_.bytesRead)),
-                            stats_.readSeconds, stats_.io);
+      log::get("data").info(
+          "rank 0 loaded {} in {:.2f} s: read {} ({}), mapped {} from the page cache",
+          str::humanBytes(static_cast<double>(stats_.bytesRead + stats_.bytesMapped)),
+          stats_.readSeconds, str::humanBytes(static_cast<double>(stats_.bytesRead)), stats_.io,
+          str::humanBytes(static_cast<double>(stats_.bytesMapped)));
+  }
+
+  void readCollectively(const dist::ParallelIo& io,
+                        std::array<std::vector<at::Tensor>, 3>& tensors) {
+    h5::Handle file = h5::openFile(config_.data.path, false, ExitCode::kData, io.fileAccess());
+    RowReader reader(file.get(), io.transfer(), io.collective());
+    for (Split split : kSplits) {
+      if (!readsSplit(split)) continue;
+      const auto& plans = plans_[static_cast<int>(split)];
+      for (std::size_t i = 0; i < myPlan(split).reads.size(); ++i) {
+        if (mapped(myPlan(split).reads[i])) continue;  // on every rank alike
+        std::vector<ItemRange> allRanks;
+        for (const auto& plan : plans)
+          allRanks.push_back(plan.reads[i].rows);
+        reader.read(myPlan(split).reads[i].path, allRanks, rank_,
+                    tensors[static_cast<int>(split)][i]);
+      }
+    }
+    file.close(ExitCode::kData, config_.data.path);  // collective under MPI-IO
+    stats_.bytesRead = reader.bytesRead();
+    reader.throwIfFailed();
+  }
+
+  void mapRows(std::array<std::vector<at::Tensor>, 3>& tensors) {
+    bool unlocked = false;
+    for (Split split : kSplits) {
+      if (!readsSplit(split)) continue;
+      for (std::size_t i = 0; i < myPlan(split).reads.size(); ++i) {
+        const ReadSpec& read = myPlan(split).reads[i];
+        if (!mapped(read)) continue;
+        std::int64_t rowBytes = read.rows.size() > 0 ? read.bytes() / read.rows.size() : 0;
+        auto offset =
+            *mappable_.at(read.path) + static_cast<std::uint64_t>(read.rows.begin * rowBytes);
+        Mapping mapping = data::mapRows(config_.data.path, offset, read.shape, read.type);
+        unlocked = unlocked || (!mapping.locked && read.bytes() > 0);
+        stats_.bytesMapped += read.bytes();
+        tensors[static_cast<int>(split)][i] = std::move(mapping.tensor);
+      }
+    }
+    if (unlocked)
+      log::get("data").warn(
+          "{}: could not lock the mapped rows in memory (RLIMIT_MEMLOCK); the kernel may evict "
+          "them under memory pressure. Raise `ulimit -l` or set data.host_mmap=false",
+          config_.data.path);
   }
 
   void checkLoadedValues(const std::array<std::vector<at::Tensor>, 3>& tensors) {
@@ -405,7 +459,8 @@ class Loader {
   FileSchema schema_;
   DataInfo info_;
   std::optional<GlobalOrder> order_;
-  std::array<std::vector<StorePlan>, 3> plans_;  // [split][rank]
+  std::array<std::vector<StorePlan>, 3> plans_;                   // [split][rank]
+  std::map<std::string, std::optional<std::uint64_t>> mappable_;  // dataset -> file offset
   LoadStats stats_;
 };
 

@@ -2,38 +2,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include <ATen/Functions.h>
 
 #include "common/Error.h"
+#include "data/ValueScan.h"
 
 namespace mb::data {
 namespace {
-
-// Elements per piece when scanning resident tensors, to bound temporary masks.
-constexpr std::int64_t kCheckElements = std::int64_t{1} << 24;
 
 std::vector<std::int64_t> withRows(std::int64_t rows, const std::vector<std::int64_t>& dims) {
   std::vector<std::int64_t> shape = dims;
   if (shape.empty()) shape.push_back(0);
   shape[0] = rows;
   return shape;
-}
-
-// The first row of `t` (dim 0) for which `bad` holds in any element, or -1.
-template <class Predicate>
-std::int64_t firstBadRow(const at::Tensor& t, Predicate bad) {
-  std::int64_t rows = t.dim() == 0 ? 0 : t.size(0);
-  if (rows == 0 || t.numel() == 0) return -1;
-  std::int64_t rowElements = std::max<std::int64_t>(1, t.numel() / rows);
-  std::int64_t step = std::max<std::int64_t>(1, kCheckElements / rowElements);
-  for (std::int64_t begin = 0; begin < rows; begin += step) {
-    std::int64_t n = std::min(step, rows - begin);
-    at::Tensor mask = bad(t.narrow(0, begin, n)).reshape({n, -1}).any(1);
-    if (mask.any().item<bool>()) return begin + mask.nonzero()[0][0].item<std::int64_t>();
-  }
-  return -1;
 }
 
 // The first non-finite value of row `row`, as text ("nan", "inf", "-inf").
@@ -52,8 +36,7 @@ std::string dataset(const FileSchema& schema, const ReadSpec& read) {
 }
 
 void checkFinite(const FileSchema& schema, const ReadSpec& read, const at::Tensor& t) {
-  std::int64_t row =
-      firstBadRow(t, [](const at::Tensor& piece) { return piece.isfinite().logical_not(); });
+  std::int64_t row = firstNonFiniteRow(t);
   if (row < 0) return;
   std::int64_t fileRow = read.rows.begin + row;
   std::string where =
@@ -66,7 +49,7 @@ void checkFinite(const FileSchema& schema, const ReadSpec& read, const at::Tenso
 }
 
 void checkLabels(const FileSchema& schema, const ReadSpec& read, const at::Tensor& t) {
-  std::int64_t row = firstBadRow(t, [](const at::Tensor& piece) { return piece.lt(0); });
+  std::int64_t row = firstOutOfRangeRow(t, 0, std::numeric_limits<std::int64_t>::max());
   if (row < 0) return;
   throw DataError(dataset(schema, read) + ": class label " +
                       std::to_string(t[row].item<std::int64_t>()) + " at sample " +
@@ -76,10 +59,7 @@ void checkLabels(const FileSchema& schema, const ReadSpec& read, const at::Tenso
 
 void checkTokens(const FileSchema& schema, const ReadSpec& read, const at::Tensor& t) {
   std::int64_t vocab = schema.vocabSize;
-  std::int64_t row = firstBadRow(t, [vocab](const at::Tensor& piece) {
-    at::Tensor wide = piece.to(at::kLong);
-    return wide.lt(0).logical_or(wide.ge(vocab));
-  });
+  std::int64_t row = firstOutOfRangeRow(t, 0, vocab);
   if (row < 0) return;
   throw DataError(dataset(schema, read) + ": token " + std::to_string(t[row].item<std::int64_t>()) +
                       " at position " + std::to_string(read.rows.begin + row) +

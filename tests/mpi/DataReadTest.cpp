@@ -91,7 +91,8 @@ TEST(DataRead, CollectiveReadsEqualSerialReadsByteForByte) {
   removeShared(dir);
 }
 
-TEST(DataRead, EachRankHoldsItsShareOfTheSingleRankBatches) {
+// Collective reads (host_mmap off) and zero-copy mappings (on) give the same shares.
+void checkShares(bool hostMmap) {
   auto& comm = test::runtime().control();
   std::string dir = sharedDir();
   std::string path = dir + "/series.h5";
@@ -100,7 +101,9 @@ TEST(DataRead, EachRankHoldsItsShareOfTheSingleRankBatches) {
   Config config = test::seriesConfig(path, {{"m1", 12}, {"m5", 4}});
   config.data.canonicalShards = 8;
   config.train.globalBatch = 24;
+  config.data.hostMmap = hostMmap;
   auto data = data::ShardedData::load(config, comm, c10::Device(c10::kCPU));
+  EXPECT_EQ(data->loadStats().bytesMapped > 0, hostMmap);
   EXPECT_EQ(data->loadStats().io,
             comm.size() > 1 ? "MPI-IO, collective transfers" : "sec2, independent transfers");
   const auto& order = data->order();
@@ -134,6 +137,11 @@ TEST(DataRead, EachRankHoldsItsShareOfTheSingleRankBatches) {
   data.reset();
   file.reset();
   removeShared(dir);
+}
+
+TEST(DataRead, EachRankHoldsItsShareOfTheSingleRankBatches) {
+  checkShares(false);
+  checkShares(true);
 }
 
 }  // namespace

@@ -263,3 +263,65 @@ TEST_F(DataLoad, ErrorsNameTheFileDatasetAndValues) {
 
 }  // namespace
 }  // namespace mb
+
+namespace mb {
+namespace {
+
+TEST_F(DataLoad, HostMappingGivesTheSameBatchesAsReading) {
+  std::string path = dir_.file("s.h5");
+  test::writeSeriesFile(path, {});
+  Config config = test::seriesConfig(path, {{"m1", 7}, {"m5", 3}});
+  auto mapped = load(config);
+  config.data.hostMmap = false;
+  auto copied = load(config);
+  EXPECT_GT(mapped->loadStats().bytesMapped, 0);
+  EXPECT_EQ(mapped->loadStats().bytesRead, 0);
+  EXPECT_EQ(copied->loadStats().bytesMapped, 0);
+  mapped->beginEpoch(2);
+  copied->beginEpoch(2);
+  for (std::int64_t b = 0; b < mapped->batchesPerEpoch(); b += 7) {
+    data::Batch a = mapped->trainBatch(b, 0, mapped->localCount(b), at::kFloat);
+    data::Batch c = copied->trainBatch(b, 0, copied->localCount(b), at::kFloat);
+    for (std::size_t i = 0; i < a.inputs.size(); ++i)
+      EXPECT_TRUE(at::equal(a.inputs[i], c.inputs[i]));
+    EXPECT_TRUE(at::equal(a.targets, c.targets));
+  }
+  data::Batch a = mapped->evalBatch(Split::kTest, 0, 9, at::kFloat);
+  data::Batch c = copied->evalBatch(Split::kTest, 0, 9, at::kFloat);
+  EXPECT_TRUE(at::equal(a.inputs[0], c.inputs[0]));
+}
+
+TEST_F(DataLoad, ChunkedCompressedAndBf16AreReadNotMapped) {
+  std::string path = dir_.file("s.h5");
+  test::SeriesSpec spec;
+  spec.write.gzipLevel = 4;
+  spec.write.chunkRows = 64;
+  test::writeSeriesFile(path, spec);
+  Config config = test::seriesConfig(path, {{"m1", 5}});
+  EXPECT_EQ(load(config)->loadStats().bytesMapped, 0);
+  test::writeSeriesFile(path, {});
+  config.data.residentDtype = DType::kBf16;
+  auto bf16 = load(config);
+  EXPECT_GT(bf16->loadStats().bytesRead, 0);    // values: bf16 differs from the file's float32
+  EXPECT_GT(bf16->loadStats().bytesMapped, 0);  // ends and targets still map
+}
+
+TEST_F(DataLoad, RewritingAMappedFileEndsWithAMessageNotACrash) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::string path = dir_.file("s.h5");
+  test::writeSeriesFile(path, {});
+  Config config = test::seriesConfig(path, {{"m1", 5}});
+  auto data = load(config);
+  data->beginEpoch(0);
+  std::filesystem::resize_file(path, 0);  // what h5py.File(path, "w") does first
+  EXPECT_EXIT(
+      {
+        for (std::int64_t b = 0; b < data->batchesPerEpoch(); ++b)
+          data->trainBatch(b, 0, data->localCount(b), at::kFloat);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(3), "truncated or rewritten");
+}
+
+}  // namespace
+}  // namespace mb
