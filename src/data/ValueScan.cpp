@@ -12,31 +12,42 @@
 namespace mb::data {
 namespace {
 
-constexpr std::int64_t kGrainElements = std::int64_t{1} << 16;
+constexpr std::int64_t kBlockElements = std::int64_t{1} << 16;
 constexpr std::int64_t kDevicePieceElements = std::int64_t{1} << 26;
 
-// First row whose elements (viewed as T) satisfy `bad`, scanning in parallel row blocks.
-template <class T, class Bad>
-std::int64_t scanRows(const at::Tensor& t, Bad bad) {
-  std::int64_t rows = t.size(0);
-  std::int64_t width = t.numel() / rows;
+// The first element (flat index) for which flag(x) has `badBit` set, or -1. Each block is
+// first OR-reduced branch-free (the compiler vectorises it), and only a block with a hit is
+// searched element by element.
+template <class T, class Flag>
+std::int64_t firstFlagged(const at::Tensor& t, Flag flag, T badBit) {
   const T* data = static_cast<const T*>(t.data_ptr());
-  std::atomic<std::int64_t> first{rows};
-  std::int64_t grain = std::max<std::int64_t>(1, kGrainElements / std::max<std::int64_t>(1, width));
-  at::parallel_for(0, rows, grain, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t r = begin; r < end && r < first.load(std::memory_order_relaxed); ++r) {
-      const T* row = data + r * width;
-      bool any = false;
-      for (std::int64_t i = 0; i < width; ++i)
-        any |= bad(row[i]);
-      if (!any) continue;
+  std::int64_t n = t.numel();
+  std::atomic<std::int64_t> first{n};
+  std::int64_t blocks = (n + kBlockElements - 1) / kBlockElements;
+  at::parallel_for(0, blocks, 1, [&](std::int64_t firstBlock, std::int64_t lastBlock) {
+    for (std::int64_t block = firstBlock; block < lastBlock; ++block) {
+      std::int64_t begin = block * kBlockElements;
+      if (begin >= first.load(std::memory_order_relaxed)) return;
+      std::int64_t end = std::min(n, begin + kBlockElements);
+      T acc = 0;
+      for (std::int64_t i = begin; i < end; ++i)
+        acc |= flag(data[i]);
+      if (!(acc & badBit)) continue;
+      std::int64_t hit = begin;
+      while (!(flag(data[hit]) & badBit))
+        ++hit;
       std::int64_t seen = first.load();
-      while (r < seen && !first.compare_exchange_weak(seen, r)) {
+      while (hit < seen && !first.compare_exchange_weak(seen, hit)) {
       }
-      return;
+      return;  // later blocks of this range cannot hold an earlier hit
     }
   });
-  return first.load() == rows ? -1 : first.load();
+  return first.load() == n ? -1 : first.load();
+}
+
+// The row (dim 0) of flat element `element`, or -1.
+std::int64_t rowOf(const at::Tensor& t, std::int64_t element) {
+  return element < 0 ? -1 : element / (t.numel() / t.size(0));
 }
 
 // Device tensors: masks in pieces (the caching allocator makes the temporaries cheap).
@@ -63,18 +74,28 @@ std::int64_t firstNonFiniteRow(const at::Tensor& t) {
   if (empty(t)) return -1;
   if (!t.device().is_cpu() || !t.is_contiguous())
     return scanDevice(t, [](const at::Tensor& piece) { return piece.isfinite().logical_not(); });
-  // An IEEE value is NaN or infinite exactly when its exponent bits are all ones.
+  // An IEEE value is NaN or infinite exactly when its exponent bits are all ones: adding one
+  // unit of the lowest exponent bit to the masked exponent then carries into the sign bit.
   switch (t.scalar_type()) {
     case at::kFloat:
-      return scanRows<std::uint32_t>(
-          t, [](std::uint32_t b) { return (b & 0x7f800000u) == 0x7f800000u; });
+      return rowOf(
+          t, firstFlagged<std::uint32_t>(
+                 t, [](std::uint32_t b) { return (b & 0x7f800000u) + 0x00800000u; }, 0x80000000u));
     case at::kDouble:
-      return scanRows<std::uint64_t>(
-          t, [](std::uint64_t b) { return (b & 0x7ff0000000000000ull) == 0x7ff0000000000000ull; });
+      return rowOf(t, firstFlagged<std::uint64_t>(
+                          t,
+                          [](std::uint64_t b) {
+                            return (b & 0x7ff0000000000000ull) + 0x0010000000000000ull;
+                          },
+                          0x8000000000000000ull));
     case at::kBFloat16:
-      return scanRows<std::uint16_t>(t, [](std::uint16_t b) { return (b & 0x7f80u) == 0x7f80u; });
+      return rowOf(t, firstFlagged<std::uint16_t>(
+                          t, [](std::uint16_t b) { return std::uint16_t((b & 0x7f80u) + 0x0080u); },
+                          std::uint16_t{0x8000u}));
     case at::kHalf:
-      return scanRows<std::uint16_t>(t, [](std::uint16_t b) { return (b & 0x7c00u) == 0x7c00u; });
+      return rowOf(t, firstFlagged<std::uint16_t>(
+                          t, [](std::uint16_t b) { return std::uint16_t((b & 0x7c00u) + 0x0400u); },
+                          std::uint16_t{0x8000u}));
     default:
       return -1;  // integers are always finite
   }
@@ -87,21 +108,26 @@ std::int64_t firstOutOfRangeRow(const at::Tensor& t, std::int64_t low, std::int6
       at::Tensor wide = piece.to(at::kLong);
       return wide.lt(low).logical_or(wide.ge(high));
     });
-  auto outside = [low, high](auto v) {
-    auto wide = static_cast<std::int64_t>(v);
-    return (wide < low) | (wide >= high);
+  auto scan = [&](auto zero) {
+    using T = decltype(zero);
+    auto outside = [low, high](T v) {
+      auto wide = static_cast<std::int64_t>(v);
+      return static_cast<std::uint8_t>((wide < low) | (wide >= high));
+    };
+    return rowOf(t, firstFlagged<T>(
+                        t, [&](T v) { return static_cast<T>(outside(v)); }, T{1}));
   };
   switch (t.scalar_type()) {
     case at::kByte:
-      return scanRows<std::uint8_t>(t, outside);
+      return scan(std::uint8_t{0});
     case at::kChar:
-      return scanRows<std::int8_t>(t, outside);
+      return scan(std::int8_t{0});
     case at::kShort:
-      return scanRows<std::int16_t>(t, outside);
+      return scan(std::int16_t{0});
     case at::kInt:
-      return scanRows<std::int32_t>(t, outside);
+      return scan(std::int32_t{0});
     case at::kLong:
-      return scanRows<std::int64_t>(t, outside);
+      return scan(std::int64_t{0});
     default:
       throw RuntimeError(std::string("firstOutOfRangeRow: not an integer tensor: ") +
                          c10::toString(t.scalar_type()));
