@@ -25,7 +25,8 @@ namespace {
 
 const char* kSubcommands = "synth-series, arith, text, or check";
 
-void onRankZero(dist::Runtime& runtime, const std::string& phase, const std::function<void()>& body) {
+void onRankZero(dist::Runtime& runtime, const std::string& phase,
+                const std::function<void()>& body) {
   dist::agreed(runtime.control(), phase, [&] {
     if (runtime.rank() == 0) body();
   });
@@ -38,7 +39,9 @@ data::WriteSettings writeSettings(const ParsedArgs& args) {
   return write;
 }
 
-std::uint64_t seedOf(const ParsedArgs& args) { return static_cast<std::uint64_t>(args.getInt("seed", 1)); }
+std::uint64_t seedOf(const ParsedArgs& args) {
+  return static_cast<std::uint64_t>(args.getInt("seed", 1));
+}
 
 int synthSeries(const ParsedArgs& args, dist::Runtime& runtime) {
   data::SynthSeriesOptions o;
@@ -54,9 +57,9 @@ int synthSeries(const ParsedArgs& args, dist::Runtime& runtime) {
   o.write = writeSettings(args);
   onRankZero(runtime, "writing " + o.out, [&] {
     data::SynthSeriesReport report = data::writeSynthSeries(o);
-    std::printf("wrote %s: series layout, %zu streams, %lld finest rows x %lld features\n%s\n", o.out.c_str(),
-                o.streams.size(), static_cast<long long>(o.rows), static_cast<long long>(o.features),
-                report.summary().c_str());
+    std::printf("wrote %s: series layout, %zu streams, %lld finest rows x %lld features\n%s\n",
+                o.out.c_str(), o.streams.size(), static_cast<long long>(o.rows),
+                static_cast<long long>(o.features), report.summary().c_str());
   });
   return 0;
 }
@@ -70,16 +73,16 @@ int arith(const ParsedArgs& args, dist::Runtime& runtime) {
   o.heldout = args.getInt("heldout", o.heldout);
   o.seed = seedOf(args);
   o.write = writeSettings(args);
-  onRankZero(runtime, "writing " + o.out, [&] {
-    std::printf("wrote %s: %s\n", o.out.c_str(), data::writeArith(o).c_str());
-  });
+  onRankZero(runtime, "writing " + o.out,
+             [&] { std::printf("wrote %s: %s\n", o.out.c_str(), data::writeArith(o).c_str()); });
   return 0;
 }
 
 int text(const ParsedArgs& args, dist::Runtime& runtime) {
   std::string in = args.get("in"), out = args.get("out");
   onRankZero(runtime, "writing " + out, [&] {
-    std::printf("wrote %s: %s\n", out.c_str(), data::writeTextTokens(in, out, writeSettings(args)).c_str());
+    std::printf("wrote %s: %s\n", out.c_str(),
+                data::writeTextTokens(in, out, writeSettings(args)).c_str());
   });
   return 0;
 }
@@ -96,7 +99,8 @@ int runData(const ParsedArgs& args, dist::Runtime& runtime) {
   bool extra = args.positionals.size() > 1;
   if (sub == "check") return runDataCheck(args, runtime);
   if (extra)
-    throw ConfigError("megabatch data " + sub + ": unexpected argument '" + args.positionals[1] + "'");
+    throw ConfigError("megabatch data " + sub + ": unexpected argument '" + args.positionals[1] +
+                      "'");
   if (sub == "synth-series") return synthSeries(args, runtime);
   if (sub == "arith") return arith(args, runtime);
   if (sub == "text") return text(args, runtime);
@@ -108,8 +112,9 @@ int runData(const ParsedArgs& args, dist::Runtime& runtime) {
       best = name;
     }
   }
-  throw ConfigError("megabatch data: unknown subcommand '" + sub + "' (expected " + kSubcommands + ")",
-                    distance <= 3 ? "did you mean megabatch data " + best + "?" : "see megabatch data --help");
+  throw ConfigError(
+      "megabatch data: unknown subcommand '" + sub + "' (expected " + kSubcommands + ")",
+      distance <= 3 ? "did you mean megabatch data " + best + "?" : "see megabatch data --help");
 }
 
 }  // namespace mb::app

@@ -13,8 +13,9 @@ namespace {
 // Checkpoints (trainer issue #5) are described by the checkpoint code; until it lands, say
 // what the file is.
 int inspectCheckpoint(const std::string& path) {
-  throw RuntimeError(path + ": a megabatch checkpoint (it has a /meta group), not a data file; "
-                            "describing checkpoints is not implemented yet");
+  throw RuntimeError(path +
+                     ": a megabatch checkpoint (it has a /meta group), not a data file; "
+                     "describing checkpoints is not implemented yet");
 }
 
 }  // namespace

@@ -282,6 +282,8 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("data.names.series", data.names.series, "group holding the series streams"),
       MB_FIELD("data.names.sample_ends", data.names.sampleEnds, "group holding per-stream window end rows"),
       MB_FIELD("data.memory_fraction", data.memoryFraction, "share of device/host memory resident data may use"),
+      MB_FIELD("data.host_mmap", data.hostMmap,
+               "host residency: map contiguous uncompressed datasets from the page cache instead of copying"),
       MB_FIELD("data.memory_budget_mb", data.memoryBudgetMb,
                "per-rank MiB resident data may use; 0 = memory_fraction of device/host memory"),
       MB_FIELD("data.stream_chunk_items", data.streamChunkItems,

@@ -15,7 +15,8 @@ std::int64_t chunkItemsOf(const GlobalOrder& order) {
 }
 
 // Puts `part` (rows for `positions` of a batch) into `out` ([count, ...]), allocating it.
-void place(at::Tensor& out, const at::Tensor& part, const at::Tensor& positions, std::int64_t count) {
+void place(at::Tensor& out, const at::Tensor& part, const at::Tensor& positions,
+           std::int64_t count) {
   if (!out.defined()) {
     std::vector<std::int64_t> shape(part.sizes().begin(), part.sizes().end());
     shape[0] = count;
@@ -44,9 +45,11 @@ ChunkStreamer::ChunkStreamer(FileSchema schema, SampleRange trainSplit, DType re
     }
   }
   // Shapes for empty shares: a store of no samples holds tensors of no rows.
-  StorePlan none = planStore(schema_, {0, 0}, residentDtype, [](std::size_t, std::int64_t) { return 0; });
+  StorePlan none =
+      planStore(schema_, {0, 0}, residentDtype, [](std::size_t, std::int64_t) { return 0; });
   std::vector<at::Tensor> tensors;
-  for (const auto& read : none.reads) tensors.push_back(at::empty(read.shape, at::TensorOptions().dtype(read.type).device(device)));
+  for (const auto& read : none.reads)
+    tensors.push_back(at::empty(read.shape, at::TensorOptions().dtype(read.type).device(device)));
   empty_ = Store(schema_, none, std::move(tensors));
   thread_ = std::thread([this] { loaderLoop(); });
 }
@@ -174,7 +177,8 @@ std::shared_ptr<Store> ChunkStreamer::loadChunk(const Chunk& chunk) {
                      [&](std::size_t s, std::int64_t i) { return index_->end(s, i); });
     RowReader reader(file_.get(), H5P_DEFAULT, /*collective=*/false);
     for (const auto& read : plan.reads) {
-      at::Tensor t = at::empty(read.shape, at::TensorOptions().dtype(read.type).pinned_memory(pinned));
+      at::Tensor t =
+          at::empty(read.shape, at::TensorOptions().dtype(read.type).pinned_memory(pinned));
       reader.read(read.path, {read.rows}, 0, t);
       tensors.push_back(t);
     }
@@ -182,7 +186,8 @@ std::shared_ptr<Store> ChunkStreamer::loadChunk(const Chunk& chunk) {
   }
   checkValues(schema_, plan, tensors);
   if (!device_.is_cpu()) {
-    for (auto& t : tensors) t = t.to(device_);  // blocking: the chunk is complete when handed over
+    for (auto& t : tensors)
+      t = t.to(device_);  // blocking: the chunk is complete when handed over
   }
   return std::make_shared<Store>(schema_, plan, std::move(tensors));
 }
@@ -202,7 +207,9 @@ Batch ChunkStreamer::gather(std::int64_t batch, std::int64_t begin, std::int64_t
     it = lastBatch_[it->first] < batch ? resident_.erase(it) : std::next(it);
   }
   changed_.notify_all();
-  if (count == 0) return empty_.gather(at::empty({0}, at::TensorOptions().dtype(at::kLong).device(empty_.device())), inputType);
+  if (count == 0)
+    return empty_.gather(
+        at::empty({0}, at::TensorOptions().dtype(at::kLong).device(empty_.device())), inputType);
 
   // Positions of this slice grouped by chunk.
   std::map<std::int64_t, std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> groups;
@@ -220,7 +227,8 @@ Batch ChunkStreamer::gather(std::int64_t batch, std::int64_t begin, std::int64_t
   });
   if (error_) throw *error_;
   std::vector<std::shared_ptr<Store>> stores;
-  for (const auto& entry : groups) stores.push_back(resident_.at(entry.first));
+  for (const auto& entry : groups)
+    stores.push_back(resident_.at(entry.first));
   lock.unlock();
 
   auto indexOptions = at::TensorOptions().dtype(at::kLong);
@@ -233,7 +241,8 @@ Batch ChunkStreamer::gather(std::int64_t batch, std::int64_t begin, std::int64_t
     if (groups.size() == 1) return part;  // positions 0..count-1 in order
     at::Tensor positions = at::tensor(entry.second.first, indexOptions).to(store.device());
     out.inputs.resize(part.inputs.size());
-    for (std::size_t i = 0; i < part.inputs.size(); ++i) place(out.inputs[i], part.inputs[i], positions, count);
+    for (std::size_t i = 0; i < part.inputs.size(); ++i)
+      place(out.inputs[i], part.inputs[i], positions, count);
     place(out.targets, part.targets, positions, count);
     place(out.sampleIndex, part.sampleIndex, positions, count);
   }
@@ -243,7 +252,8 @@ Batch ChunkStreamer::gather(std::int64_t batch, std::int64_t begin, std::int64_t
 std::int64_t ChunkStreamer::residentBytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::int64_t total = 0;
-  for (const auto& entry : resident_) total += entry.second->bytes();
+  for (const auto& entry : resident_)
+    total += entry.second->bytes();
   return total;
 }
 

@@ -6,7 +6,9 @@
 // chunk by chunk, so a chunk is needed by a contiguous run of global batches.
 //
 // A background thread loads chunks in the order the epoch first needs them, with serial HDF5
-// (holding h5::libraryMutex() for every HDF5 call), checks their values, and moves them to the
+// (holding h5::libraryMutex() for every HDF5 call; while a streaming ShardedData exists, every
+// other thread that calls HDF5, the main thread included, must hold it too), checks their
+// values, and moves them to the
 // store device (a blocking copy on the loader thread). At most `capacity` chunks are resident:
 // the largest number any one batch needs, plus one per shard for the chunk after (double
 // buffering). gather(b, ...) evicts chunks whose last batch is before b, waits until b's
@@ -66,7 +68,7 @@ class ChunkStreamer {
   ShardRange shards_;
   std::vector<Chunk> chunks_;
   std::vector<std::int64_t> firstChunkOfShard_;  // [shard - shards.begin]
-  Store empty_;                                   // no samples: the shapes of an empty batch
+  Store empty_;                                  // no samples: the shapes of an empty batch
 
   // Epoch state (written by beginEpoch under mutex_).
   const GlobalOrder::Share* share_ = nullptr;

@@ -35,7 +35,8 @@ void collect(hid_t file, const std::string& group, std::vector<Entry>& out) {
 
 std::string shapeText(const std::vector<std::int64_t>& dims) {
   std::vector<std::string> parts;
-  for (auto d : dims) parts.push_back(std::to_string(d));
+  for (auto d : dims)
+    parts.push_back(std::to_string(d));
   return "[" + str::join(parts, ", ") + "]";
 }
 
@@ -94,7 +95,8 @@ std::vector<std::string> attributeLines(hid_t object, const std::string& prefix)
   hsize_t index = 0;
   H5Aiterate2(object, H5_INDEX_NAME, H5_ITER_INC, &index, collectAttribute, &names);
   std::vector<std::string> lines;
-  for (const auto& name : names) lines.push_back("  " + prefix + name + " = " + attributeText(object, name));
+  for (const auto& name : names)
+    lines.push_back("  " + prefix + name + " = " + attributeText(object, name));
   return lines;
 }
 
@@ -107,7 +109,8 @@ std::string layoutSummary(hid_t file, const std::vector<Entry>& entries) {
     return nullptr;
   };
   if (const Entry* tokens = find("tokens")) {
-    text << "layout: tokens, " << tokens->info.rows() << " tokens (" << tokens->info.typeName() << ")";
+    text << "layout: tokens, " << tokens->info.rows() << " tokens (" << tokens->info.typeName()
+         << ")";
     h5::Handle dataset = h5::openDataset(file, "tokens", ExitCode::kData);
     if (h5::hasAttribute(dataset.get(), "vocab_size"))
       text << ", vocab_size " << h5::readIntAttribute(dataset.get(), "vocab_size", ExitCode::kData);
@@ -127,11 +130,12 @@ std::string layoutSummary(hid_t file, const std::vector<Entry>& entries) {
       }
     }
   } else if (const Entry* features = find("features")) {
-    text << "layout: samples, features " << shapeText(features->info.dims) << " " << features->info.typeName()
-         << "\nsamples: " << features->info.rows();
+    text << "layout: samples, features " << shapeText(features->info.dims) << " "
+         << features->info.typeName() << "\nsamples: " << features->info.rows();
   } else {
-    text << "layout: none recognised (no /tokens, /series, or /features; names may be remapped with "
-            "data.names.* in a config)";
+    text
+        << "layout: none recognised (no /tokens, /series, or /features; names may be remapped with "
+           "data.names.* in a config)";
   }
   if (const Entry* times = find("timestamps")) {
     if (times->info.rows() > 0 && times->info.typeClass == H5T_INTEGER)
@@ -159,17 +163,20 @@ std::string describeDataFile(const std::string& path) {
   text << layoutSummary(file.get(), entries) << "\n";
   text << "datasets:\n";
   std::size_t width = 8;
-  for (const auto& e : entries) width = std::max(width, e.path.size() + 1);
+  for (const auto& e : entries)
+    width = std::max(width, e.path.size() + 1);
   for (const auto& e : entries) {
     char line[512];
-    std::snprintf(line, sizeof(line), "  %-*s %-20s %-9s %s\n", static_cast<int>(width), ("/" + e.path).c_str(),
-                  shapeText(e.info.dims).c_str(), e.info.typeName().c_str(), storage(e.info).c_str());
+    std::snprintf(line, sizeof(line), "  %-*s %-20s %-9s %s\n", static_cast<int>(width),
+                  ("/" + e.path).c_str(), shapeText(e.info.dims).c_str(), e.info.typeName().c_str(),
+                  storage(e.info).c_str());
     text << line;
   }
   std::vector<std::string> attributes = attributeLines(file.get(), "");
   for (const auto& e : entries) {
     h5::Handle dataset = h5::openDataset(file.get(), e.path, ExitCode::kData);
-    for (auto& line : attributeLines(dataset.get(), "/" + e.path + ": ")) attributes.push_back(line);
+    for (auto& line : attributeLines(dataset.get(), "/" + e.path + ": "))
+      attributes.push_back(line);
   }
   if (!attributes.empty()) text << "attributes:\n" << str::join(attributes, "\n") << "\n";
   return text.str();

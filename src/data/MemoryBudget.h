@@ -15,7 +15,8 @@ namespace mb::data {
 
 struct MemoryBudget {
   std::int64_t bytes = 0;
-  std::string description;  // "0.75 x 79.2 GiB of cuda:0", "0.75 x 22.1 GiB MemAvailable / 4 ranks on this node"
+  std::string description;  // "0.75 x 79.2 GiB of cuda:0", "0.75 x 22.1 GiB MemAvailable / 4 ranks
+                            // on this node"
 };
 
 // `ranksOnDevice`: ranks of this node that share the memory (host) or the device (CUDA).

@@ -19,7 +19,9 @@ class Rng {
   // Uniform in [0, 1).
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
   // Uniform integer in [0, n) (n > 0; the modulo bias is negligible for n << 2^64).
-  std::int64_t below(std::int64_t n) { return static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(n)); }
+  std::int64_t below(std::int64_t n) {
+    return static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(n));
+  }
   // Standard normal (Box-Muller, one value per call).
   double normal() {
     double u = 1.0 - uniform();  // (0, 1]

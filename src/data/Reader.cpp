@@ -27,15 +27,18 @@ void RowReader::read(const std::string& path, const std::vector<ItemRange>& allR
   std::string what = h5::fileNameOf(file_) + ": dataset /" + path;
   h5::Handle dataset = h5::openDataset(file_, path, ExitCode::kData);
   std::int64_t rowElements = 1;
-  for (std::int64_t i = 1; i < out.dim(); ++i) rowElements *= out.size(i);
-  std::int64_t rowBytes = std::max<std::int64_t>(1, rowElements) * std::max<std::int64_t>(4, out.element_size());
+  for (std::int64_t i = 1; i < out.dim(); ++i)
+    rowElements *= out.size(i);
+  std::int64_t rowBytes =
+      std::max<std::int64_t>(1, rowElements) * std::max<std::int64_t>(4, out.element_size());
   std::int64_t pieceRows = std::max<std::int64_t>(1, pieceBytes_ / rowBytes);
   auto piecesOf = [&](const ItemRange& r) { return (r.size() + pieceRows - 1) / pieceRows; };
 
   const ItemRange& mine = allRanks.at(rank);
   std::int64_t pieces = piecesOf(mine);
   if (collective_) {
-    for (const auto& r : allRanks) pieces = std::max(pieces, piecesOf(r));
+    for (const auto& r : allRanks)
+      pieces = std::max(pieces, piecesOf(r));
   }
   for (std::int64_t k = 0; k < pieces; ++k) {
     std::int64_t begin = std::min(mine.end, mine.begin + k * pieceRows);

@@ -32,11 +32,13 @@ class RowReader {
  public:
   static constexpr std::int64_t kDefaultPieceBytes = std::int64_t{256} << 20;
 
-  RowReader(hid_t file, hid_t transfer, bool collective, std::int64_t pieceBytes = kDefaultPieceBytes);
+  RowReader(hid_t file, hid_t transfer, bool collective,
+            std::int64_t pieceBytes = kDefaultPieceBytes);
 
   // Reads rows allRanks[rank] of dataset `path` into `out` ([rows, ...], allocated). Collective
   // when the reader is: every rank calls it, in the same order, with the same allRanks.
-  void read(const std::string& path, const std::vector<ItemRange>& allRanks, int rank, at::Tensor& out);
+  void read(const std::string& path, const std::vector<ItemRange>& allRanks, int rank,
+            at::Tensor& out);
   // Throws the first recorded failure (call after the last collective read).
   void throwIfFailed() const;
   std::int64_t bytesRead() const { return bytesRead_; }

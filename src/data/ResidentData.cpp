@@ -9,7 +9,8 @@ namespace {
 
 at::Tensor toTrainingDevice(const at::Tensor& t, c10::Device device) {
   if (!t.defined() || t.device() == device) return t;
-  if (device.is_cuda() && t.device().is_cpu()) return t.pin_memory().to(device, /*non_blocking=*/true);
+  if (device.is_cuda() && t.device().is_cpu())
+    return t.pin_memory().to(device, /*non_blocking=*/true);
   return t.to(device);
 }
 
@@ -31,14 +32,18 @@ std::int64_t LoadedData::localCount(std::int64_t batch) const {
   return share_.offsets.at(batch + 1) - share_.offsets.at(batch);
 }
 
-std::int64_t LoadedData::globalCount(std::int64_t batch) const { return order_.batchSize(batch); }
+std::int64_t LoadedData::globalCount(std::int64_t batch) const {
+  return order_.batchSize(batch);
+}
 
 std::int64_t LoadedData::evalCount(Split split) const {
-  if (split == Split::kTrain) throw RuntimeError("ShardedData::evalCount: train is not an eval split");
+  if (split == Split::kTrain)
+    throw RuntimeError("ShardedData::evalCount: train is not an eval split");
   return (split == Split::kVal ? val_ : test_).samples().size();
 }
 
-Batch LoadedData::evalBatch(Split split, std::int64_t begin, std::int64_t end, at::ScalarType inputType) {
+Batch LoadedData::evalBatch(Split split, std::int64_t begin, std::int64_t end,
+                            at::ScalarType inputType) {
   const Store& store = split == Split::kVal ? val_ : test_;
   if (split == Split::kTrain || begin < 0 || end < begin || end > store.samples().size())
     throw RuntimeError("ShardedData::evalBatch(" + std::string(toString(split)) + ", " +
@@ -52,11 +57,12 @@ void LoadedData::computeShare(std::int64_t epoch) {
   epoch_ = epoch;
 }
 
-std::int64_t LoadedData::sharePosition(std::int64_t batch, std::int64_t begin, std::int64_t end) const {
+std::int64_t LoadedData::sharePosition(std::int64_t batch, std::int64_t begin,
+                                       std::int64_t end) const {
   if (epoch_ < 0) throw RuntimeError("ShardedData::trainBatch before beginEpoch()");
   if (batch < 0 || batch >= batchesPerEpoch())
-    throw RuntimeError("ShardedData::trainBatch: batch " + std::to_string(batch) + " of an epoch of " +
-                       std::to_string(batchesPerEpoch()));
+    throw RuntimeError("ShardedData::trainBatch: batch " + std::to_string(batch) +
+                       " of an epoch of " + std::to_string(batchesPerEpoch()));
   std::int64_t count = localCount(batch);
   if (begin < 0 || end < begin || end > count)
     throw RuntimeError("ShardedData::trainBatch: items [" + std::to_string(begin) + ", " +
@@ -65,7 +71,8 @@ std::int64_t LoadedData::sharePosition(std::int64_t batch, std::int64_t begin, s
 }
 
 Batch LoadedData::toDevice(Batch batch) const {
-  for (auto& input : batch.inputs) input = toTrainingDevice(input, device_);
+  for (auto& input : batch.inputs)
+    input = toTrainingDevice(input, device_);
   batch.targets = toTrainingDevice(batch.targets, device_);
   batch.sampleIndex = toTrainingDevice(batch.sampleIndex, device_);
   return batch;
@@ -83,7 +90,8 @@ void ResidentData::beginEpoch(std::int64_t epoch) {
   if (epoch == epoch_) return;
   computeShare(epoch);
   // Item -> position in the resident train part, uploaded once per epoch.
-  at::Tensor local = at::tensor(share_.items, at::TensorOptions().dtype(at::kLong)).sub_(items_.begin);
+  at::Tensor local =
+      at::tensor(share_.items, at::TensorOptions().dtype(at::kLong)).sub_(items_.begin);
   shareLocal_ = local.to(train_.device());
 }
 
@@ -100,14 +108,16 @@ std::int64_t ResidentData::residentBytes() const {
 
 // --- streaming ------------------------------------------------------------------------
 
-StreamingData::StreamingData(DataInfo info, GlobalOrder order, c10::Device device, ShardRange shards,
-                             std::unique_ptr<ChunkStreamer> streamer, Store val, Store test,
-                             LoadStats stats)
+StreamingData::StreamingData(DataInfo info, GlobalOrder order, c10::Device device,
+                             ShardRange shards, std::unique_ptr<ChunkStreamer> streamer, Store val,
+                             Store test, LoadStats stats)
     : LoadedData(std::move(info), std::move(order), device, shards, std::move(val), std::move(test),
                  std::move(stats)),
       streamer_(std::move(streamer)) {}
 
-StreamingData::~StreamingData() { streamer_.reset(); }
+StreamingData::~StreamingData() {
+  streamer_.reset();
+}
 
 void StreamingData::beginEpoch(std::int64_t epoch) {
   if (epoch == epoch_) return;
@@ -121,6 +131,8 @@ Batch StreamingData::trainBatch(std::int64_t batch, std::int64_t begin, std::int
   return toDevice(streamer_->gather(batch, begin, end, inputType));
 }
 
-std::int64_t StreamingData::residentBytes() const { return streamer_->residentBytes() + evalBytes(); }
+std::int64_t StreamingData::residentBytes() const {
+  return streamer_->residentBytes() + evalBytes();
+}
 
 }  // namespace mb::data::detail

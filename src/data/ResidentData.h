@@ -22,7 +22,8 @@ class LoadedData : public ShardedData {
   std::int64_t localCount(std::int64_t batch) const override;
   std::int64_t globalCount(std::int64_t batch) const override;
   std::int64_t evalCount(Split split) const override;
-  Batch evalBatch(Split split, std::int64_t begin, std::int64_t end, at::ScalarType inputType) override;
+  Batch evalBatch(Split split, std::int64_t begin, std::int64_t end,
+                  at::ScalarType inputType) override;
   LoadStats loadStats() const override { return stats_; }
 
  protected:
@@ -52,7 +53,8 @@ class ResidentData final : public LoadedData {
   ResidentData(DataInfo info, GlobalOrder order, c10::Device device, ShardRange shards, Store train,
                Store val, Store test, LoadStats stats);
   void beginEpoch(std::int64_t epoch) override;
-  Batch trainBatch(std::int64_t batch, std::int64_t begin, std::int64_t end, at::ScalarType inputType) override;
+  Batch trainBatch(std::int64_t batch, std::int64_t begin, std::int64_t end,
+                   at::ScalarType inputType) override;
   std::int64_t residentBytes() const override;
 
  private:
@@ -66,7 +68,8 @@ class StreamingData final : public LoadedData {
                 std::unique_ptr<ChunkStreamer> streamer, Store val, Store test, LoadStats stats);
   ~StreamingData() override;
   void beginEpoch(std::int64_t epoch) override;
-  Batch trainBatch(std::int64_t batch, std::int64_t begin, std::int64_t end, at::ScalarType inputType) override;
+  Batch trainBatch(std::int64_t batch, std::int64_t begin, std::int64_t end,
+                   at::ScalarType inputType) override;
   std::int64_t residentBytes() const override;
 
  private:

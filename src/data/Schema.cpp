@@ -18,14 +18,17 @@ constexpr std::int64_t kScanRows = 1 << 20;  // rows per read when scanning an i
 
 std::string stripSlash(const std::string& path) {
   std::string out = path;
-  while (!out.empty() && out.front() == '/') out.erase(out.begin());
-  while (!out.empty() && out.back() == '/') out.pop_back();
+  while (!out.empty() && out.front() == '/')
+    out.erase(out.begin());
+  while (!out.empty() && out.back() == '/')
+    out.pop_back();
   return out;
 }
 
 std::string shapeText(const std::vector<std::int64_t>& dims) {
   std::vector<std::string> parts;
-  for (auto d : dims) parts.push_back(std::to_string(d));
+  for (auto d : dims)
+    parts.push_back(std::to_string(d));
   return "[" + str::join(parts, ", ") + "]";
 }
 
@@ -41,7 +44,8 @@ std::string siblings(hid_t file, const std::string& path) {
   h5::Handle group = h5::openGroup(file, parent.empty() ? "/" : parent, ExitCode::kData);
   std::vector<std::string> names = h5::listGroup(group.get());
   if (names.empty()) return " (/" + parent + " is empty)";
-  for (auto& n : names) n = (parent.empty() ? "/" : "/" + parent + "/") + n;
+  for (auto& n : names)
+    n = (parent.empty() ? "/" : "/" + parent + "/") + n;
   if (names.size() > 12) {
     names.resize(12);
     names.push_back("...");
@@ -55,8 +59,9 @@ DatasetMeta require(hid_t file, const std::string& fileName, const std::string& 
   if (!h5::isDataset(file, path)) {
     std::string what = h5::exists(file, path) ? " is not a dataset" : " is missing";
     bool obvious = path == role || str::endsWith(path, "/" + role);
-    throw DataError(where(fileName, path) + what + (obvious ? "" : " (" + role + ")") + siblings(file, path),
-                    std::string(kFormatHint) + "; data.names.* remaps dataset names");
+    throw DataError(
+        where(fileName, path) + what + (obvious ? "" : " (" + role + ")") + siblings(file, path),
+        std::string(kFormatHint) + "; data.names.* remaps dataset names");
   }
   h5::Handle dataset = h5::openDataset(file, path, ExitCode::kData);
   return {path, h5::describe(dataset.get())};
@@ -91,9 +96,9 @@ void requireInteger(const std::string& fileName, const DatasetMeta& d, const std
 void requireRows(const std::string& fileName, const DatasetMeta& d, std::int64_t n,
                  const DatasetMeta& reference) {
   if (d.info.rows() != n)
-    throw DataError(where(fileName, d.path) + ": expected N = " + std::to_string(n) + " rows (as /" +
-                        reference.path + " " + shapeText(reference.info.dims) + "), found " +
-                        std::to_string(d.info.rows()) + " " + shapeText(d.info.dims),
+    throw DataError(where(fileName, d.path) + ": expected N = " + std::to_string(n) +
+                        " rows (as /" + reference.path + " " + shapeText(reference.info.dims) +
+                        "), found " + std::to_string(d.info.rows()) + " " + shapeText(d.info.dims),
                     "every per-sample dataset needs one row per sample");
 }
 
@@ -132,8 +137,9 @@ void readSamples(FileSchema& s, hid_t file, const Config& config) {
 void readSeries(FileSchema& s, hid_t file, const Config& config) {
   std::string group = stripSlash(config.data.names.series);
   if (!h5::isGroup(file, group))
-    throw DataError(s.path + ": group /" + group + " (the series streams) is missing" + siblings(file, group),
-                    std::string(kFormatHint) + "; data.names.series remaps it");
+    throw DataError(
+        s.path + ": group /" + group + " (the series streams) is missing" + siblings(file, group),
+        std::string(kFormatHint) + "; data.names.series remaps it");
   std::string endsGroup = stripSlash(config.data.names.sampleEnds);
   for (const auto& spec : config.data.streams) {
     StreamMeta stream;
@@ -141,8 +147,8 @@ void readSeries(FileSchema& s, hid_t file, const Config& config) {
     stream.window = spec.window;
     std::string valuesPath = group + "/" + spec.name + "/values";
     if (!h5::exists(file, group + "/" + spec.name))
-      throw DataError(s.path + ": stream '" + spec.name + "' of data.streams has no group /" + group +
-                          "/" + spec.name + siblings(file, group + "/" + spec.name),
+      throw DataError(s.path + ": stream '" + spec.name + "' of data.streams has no group /" +
+                          group + "/" + spec.name + siblings(file, group + "/" + spec.name),
                       "data.streams names must match the groups under /" + group);
     stream.values = require(file, s.path, valuesPath, "values of stream " + spec.name);
     requireRank(s.path, stream.values, 2, 2, "[T, F] (rows of stream " + spec.name + ")");
@@ -181,10 +187,10 @@ void readTokens(FileSchema& s, hid_t file, const Config& config) {
   s.context = config.data.context;
   std::int64_t length = s.tokens.info.rows();
   if (length < s.context + 1)
-    throw DataError(where(s.path, s.tokens.path) + ": " + std::to_string(length) +
-                        " tokens, but one sample needs data.context + 1 = " +
-                        std::to_string(s.context + 1),
-                    "use a smaller data.context or more text");
+    throw DataError(
+        where(s.path, s.tokens.path) + ": " + std::to_string(length) +
+            " tokens, but one sample needs data.context + 1 = " + std::to_string(s.context + 1),
+        "use a smaller data.context or more text");
   s.numSamples = (length - 1) / s.context;
 }
 
@@ -210,9 +216,9 @@ void checkNonDecreasing(hid_t file, const std::string& fileName, const DatasetMe
   scanRows(file, d, begin, end, [&](std::int64_t row, const std::int64_t* v, std::int64_t n) {
     for (std::int64_t i = 0; i < n; ++i) {
       if (v[i] < low || v[i] > high)
-        throw DataError(where(fileName, d.path) + ": " + what + " of sample " + std::to_string(row + i) +
-                            " is row " + std::to_string(v[i]) + ", outside the stream's rows [0, " +
-                            std::to_string(high + 1) + ")",
+        throw DataError(where(fileName, d.path) + ": " + what + " of sample " +
+                            std::to_string(row + i) + " is row " + std::to_string(v[i]) +
+                            ", outside the stream's rows [0, " + std::to_string(high + 1) + ")",
                         "each end row must index the stream's values");
       if (havePrevious && v[i] < previous)
         throw DataError(where(fileName, d.path) + ": " + what + " decrease at sample " +
@@ -268,8 +274,7 @@ FileSchema readSchema(hid_t file, const std::string& path, const Config& config)
       readTokens(s, file, config);
       break;
   }
-  if (s.numSamples < 1)
-    throw DataError(path + ": the file has no samples (N = 0)", kFormatHint);
+  if (s.numSamples < 1) throw DataError(path + ": the file has no samples (N = 0)", kFormatHint);
   return s;
 }
 
@@ -355,7 +360,10 @@ std::string fingerprint(hid_t file, const FileSchema& s, SampleIndex& index) {
   std::ostringstream text;
   auto slash = s.path.rfind('/');
   text << (slash == std::string::npos ? s.path : s.path.substr(slash + 1));
-  text << "|" << (s.layout == Layout::kSamples ? "samples" : s.layout == Layout::kSeries ? "series" : "tokens");
+  text << "|"
+       << (s.layout == Layout::kSamples  ? "samples"
+           : s.layout == Layout::kSeries ? "series"
+                                         : "tokens");
   text << "|N=" << s.numSamples;
   std::uint64_t hash = hashBytes("megabatch", 9);
   auto add = [&](const DatasetMeta& d) {

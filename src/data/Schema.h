@@ -95,6 +95,7 @@ class SampleIndex {
 std::string fingerprint(hid_t file, const FileSchema& schema, SampleIndex& index);
 
 // 64-bit FNV-1a, for fingerprints and the cross-rank same-file check.
-std::uint64_t hashBytes(const void* data, std::size_t size, std::uint64_t seed = 14695981039346656037ULL);
+std::uint64_t hashBytes(const void* data, std::size_t size,
+                        std::uint64_t seed = 14695981039346656037ULL);
 
 }  // namespace mb::data

@@ -35,9 +35,10 @@ struct LoadStats {
   Residency residency = Residency::kHost;  // resolved (never kAuto)
   std::string io;                          // "MPI-IO, collective transfers" / "sec2, ..."
   double validateSeconds = 0;              // schema, index arrays, planning
-  double readSeconds = 0;                  // the (collective) reads of this rank's rows
+  double readSeconds = 0;                  // the (collective) reads and mappings of this rank's rows
   double checkSeconds = 0;                 // value checks (non-finite, labels, tokens)
   std::int64_t bytesRead = 0;              // resident bytes read by this rank
+  std::int64_t bytesMapped = 0;            // resident bytes mapped from the page cache (host_mmap)
   std::int64_t budgetBytes = 0;            // memory budget this rank was checked against
   std::string budget;                      // how the budget was derived
 };

@@ -21,12 +21,13 @@ std::int64_t cutAt(std::int64_t n, double fraction) {
   return std::clamp<std::int64_t>(cut, 0, n);
 }
 
-void requireNonEmpty(const SampleRange& range, double fraction, const char* name,
-                     std::int64_t cut, std::int64_t gapStart, const std::string& file) {
+void requireNonEmpty(const SampleRange& range, double fraction, const char* name, std::int64_t cut,
+                     std::int64_t gapStart, const std::string& file) {
   if (fraction <= 0 || range.size() > 0) return;
   throw DataError(file + ": the " + std::string(name) + " split is empty: data.split." + name +
                       "_fraction = " + show(fraction) + " gives samples up to " +
-                      std::to_string(cut) + ", but the embargo gap after the previous split runs to sample " +
+                      std::to_string(cut) +
+                      ", but the embargo gap after the previous split runs to sample " +
                       std::to_string(gapStart),
                   "use more data, a larger data.split." + std::string(name) +
                       "_fraction, shorter windows, or a smaller data.split.embargo");
@@ -48,10 +49,10 @@ std::array<SampleRange, 3> planSplits(SampleRange usable, const SplitConfig& spl
   auto& test = splits[static_cast<int>(Split::kTest)];
   train = {usable.begin, cut1};
   if (train.size() < 1)
-    throw DataError(file + ": the train split is empty (" + std::to_string(n) +
-                        " usable samples x data.split.train_fraction = " +
-                        show(split.trainFraction) + ")",
-                    "use more data or a larger data.split.train_fraction");
+    throw DataError(
+        file + ": the train split is empty (" + std::to_string(n) +
+            " usable samples x data.split.train_fraction = " + show(split.trainFraction) + ")",
+        "use more data or a larger data.split.train_fraction");
 
   std::int64_t previousLast = train.end - 1;
   if (split.valFraction > 0) {
@@ -65,7 +66,8 @@ std::array<SampleRange, 3> planSplits(SampleRange usable, const SplitConfig& spl
   if (split.testFraction > 0) {
     std::int64_t start = std::min(nextStart(previousLast, cut2), usable.end);
     test = {start, usable.end};
-    requireNonEmpty(test, split.testFraction, "test", usable.end, nextStart(previousLast, cut2), file);
+    requireNonEmpty(test, split.testFraction, "test", usable.end, nextStart(previousLast, cut2),
+                    file);
   } else {
     test = {usable.end, usable.end};
   }
@@ -82,24 +84,9 @@ SampleRange evalPart(SampleRange split, int rank, int worldSize) {
 }
 
 SampleRange trainPart(SampleRange trainSplit, const GlobalOrder& order, int rank, int worldSize) {
-  ItemRange items = order.itemsOfShards(GlobalOrder::shardsOfRank(order.numShards(), rank, worldSize));
+  ItemRange items =
+      order.itemsOfShards(GlobalOrder::shardsOfRank(order.numShards(), rank, worldSize));
   return {trainSplit.begin + items.begin, trainSplit.begin + items.end};
-}
-
-}  // namespace mb::data
-
-namespace mb::data {
-
-const char* toString(Split split) {
-  switch (split) {
-    case Split::kTrain:
-      return "train";
-    case Split::kVal:
-      return "val";
-    case Split::kTest:
-      return "test";
-  }
-  return "?";
 }
 
 }  // namespace mb::data

@@ -2,8 +2,8 @@
 // Note [Splits and embargo]
 // Splits are time-based over the usable samples [first, N) (first = the first sample whose
 // window is complete in every stream; 0 outside the series layout):
-//   cut1 = first + floor(n * train_fraction), cut2 = first + floor(n * (train_fraction + val_fraction))
-//   train = [first, cut1), val = [start(cut1), cut2), test = [start(cut2), N)
+//   cut1 = first + floor(n * train_fraction), cut2 = first + floor(n * (train_fraction +
+//   val_fraction)) train = [first, cut1), val = [start(cut1), cut2), test = [start(cut2), N)
 // where start(cut) skips the embargo: data.split.embargo samples after the cut, or with -1
 // (the default) "one window", defined per layout so that no window straddles two splits:
 //   series  : the first sample whose windows share no row, in any stream, with the windows of

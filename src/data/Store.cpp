@@ -2,38 +2,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include <ATen/Functions.h>
 
 #include "common/Error.h"
+#include "data/ValueScan.h"
 
 namespace mb::data {
 namespace {
-
-// Elements per piece when scanning resident tensors, to bound temporary masks.
-constexpr std::int64_t kCheckElements = std::int64_t{1} << 24;
 
 std::vector<std::int64_t> withRows(std::int64_t rows, const std::vector<std::int64_t>& dims) {
   std::vector<std::int64_t> shape = dims;
   if (shape.empty()) shape.push_back(0);
   shape[0] = rows;
   return shape;
-}
-
-// The first row of `t` (dim 0) for which `bad` holds in any element, or -1.
-template <class Predicate>
-std::int64_t firstBadRow(const at::Tensor& t, Predicate bad) {
-  std::int64_t rows = t.dim() == 0 ? 0 : t.size(0);
-  if (rows == 0 || t.numel() == 0) return -1;
-  std::int64_t rowElements = std::max<std::int64_t>(1, t.numel() / rows);
-  std::int64_t step = std::max<std::int64_t>(1, kCheckElements / rowElements);
-  for (std::int64_t begin = 0; begin < rows; begin += step) {
-    std::int64_t n = std::min(step, rows - begin);
-    at::Tensor mask = bad(t.narrow(0, begin, n)).reshape({n, -1}).any(1);
-    if (mask.any().item<bool>()) return begin + mask.nonzero()[0][0].item<std::int64_t>();
-  }
-  return -1;
 }
 
 // The first non-finite value of row `row`, as text ("nan", "inf", "-inf").
@@ -52,31 +36,30 @@ std::string dataset(const FileSchema& schema, const ReadSpec& read) {
 }
 
 void checkFinite(const FileSchema& schema, const ReadSpec& read, const at::Tensor& t) {
-  std::int64_t row = firstBadRow(t, [](const at::Tensor& piece) { return piece.isfinite().logical_not(); });
+  std::int64_t row = firstNonFiniteRow(t);
   if (row < 0) return;
   std::int64_t fileRow = read.rows.begin + row;
-  std::string where = read.role == Role::kValues ? "row " + std::to_string(fileRow) + " of stream " +
-                                                       schema.streams.at(read.stream).name
-                                                 : "sample " + std::to_string(fileRow);
-  throw DataError(dataset(schema, read) + ": non-finite value (" + firstNonFinite(t, row) + ") at " +
-                      where + " (the first in the rows this rank loaded)",
+  std::string where =
+      read.role == Role::kValues
+          ? "row " + std::to_string(fileRow) + " of stream " + schema.streams.at(read.stream).name
+          : "sample " + std::to_string(fileRow);
+  throw DataError(dataset(schema, read) + ": non-finite value (" + firstNonFinite(t, row) +
+                      ") at " + where + " (the first in the rows this rank loaded)",
                   "clean or drop that row (e.g. pandas ffill/dropna) before writing the file");
 }
 
 void checkLabels(const FileSchema& schema, const ReadSpec& read, const at::Tensor& t) {
-  std::int64_t row = firstBadRow(t, [](const at::Tensor& piece) { return piece.lt(0); });
+  std::int64_t row = firstOutOfRangeRow(t, 0, std::numeric_limits<std::int64_t>::max());
   if (row < 0) return;
-  throw DataError(dataset(schema, read) + ": class label " + std::to_string(t[row].item<std::int64_t>()) +
-                      " at sample " + std::to_string(read.rows.begin + row) + " is negative",
+  throw DataError(dataset(schema, read) + ": class label " +
+                      std::to_string(t[row].item<std::int64_t>()) + " at sample " +
+                      std::to_string(read.rows.begin + row) + " is negative",
                   "labels must be 0..classes-1");
 }
 
 void checkTokens(const FileSchema& schema, const ReadSpec& read, const at::Tensor& t) {
   std::int64_t vocab = schema.vocabSize;
-  std::int64_t row = firstBadRow(t, [vocab](const at::Tensor& piece) {
-    at::Tensor wide = piece.to(at::kLong);
-    return wide.lt(0).logical_or(wide.ge(vocab));
-  });
+  std::int64_t row = firstOutOfRangeRow(t, 0, vocab);
   if (row < 0) return;
   throw DataError(dataset(schema, read) + ": token " + std::to_string(t[row].item<std::int64_t>()) +
                       " at position " + std::to_string(read.rows.begin + row) +
@@ -88,13 +71,15 @@ void checkTokens(const FileSchema& schema, const ReadSpec& read, const at::Tenso
 
 std::int64_t ReadSpec::bytes() const {
   std::int64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape)
+    n *= d;
   return n * static_cast<std::int64_t>(c10::elementSize(type));
 }
 
 std::int64_t StorePlan::bytes() const {
   std::int64_t total = 0;
-  for (const auto& read : reads) total += read.bytes();
+  for (const auto& read : reads)
+    total += read.bytes();
   return total;
 }
 
@@ -106,8 +91,12 @@ StorePlan planStore(const FileSchema& schema, SampleRange samples, DType residen
   at::ScalarType floatType = residentDtype == DType::kBf16 ? at::kBFloat16 : at::kFloat;
   ItemRange sampleRows{samples.begin, samples.end};
   auto addTargets = [&] {
-    ReadSpec r{Role::kTargets, 0, schema.targets.path, sampleRows,
-               withRows(n, schema.targets.info.dims), schema.classification ? at::kLong : at::kFloat};
+    ReadSpec r{Role::kTargets,
+               0,
+               schema.targets.path,
+               sampleRows,
+               withRows(n, schema.targets.info.dims),
+               schema.classification ? at::kLong : at::kFloat};
     plan.reads.push_back(r);
   };
   switch (schema.layout) {
@@ -118,12 +107,14 @@ StorePlan planStore(const FileSchema& schema, SampleRange samples, DType residen
       break;
     case Layout::kSeries:
       for (std::size_t s = 0; s < schema.streams.size(); ++s) {
-        plan.reads.push_back({Role::kEnds, s, schema.streams[s].ends.path, sampleRows, {n}, at::kLong});
+        plan.reads.push_back(
+            {Role::kEnds, s, schema.streams[s].ends.path, sampleRows, {n}, at::kLong});
       }
       for (std::size_t s = 0; s < schema.streams.size(); ++s) {
         const auto& stream = schema.streams[s];
         ItemRange rows{0, 0};
-        if (n > 0) rows = {endRow(s, samples.begin) - stream.window + 1, endRow(s, samples.end - 1) + 1};
+        if (n > 0)
+          rows = {endRow(s, samples.begin) - stream.window + 1, endRow(s, samples.end - 1) + 1};
         plan.reads.push_back({Role::kValues, s, stream.values.path, rows,
                               withRows(rows.size(), stream.values.info.dims), floatType});
       }
@@ -133,7 +124,11 @@ StorePlan planStore(const FileSchema& schema, SampleRange samples, DType residen
       ItemRange rows{0, 0};
       if (n > 0) rows = {samples.begin * schema.context, samples.end * schema.context + 1};
       bool bytes = schema.tokens.info.typeSize == 1 && !schema.tokens.info.isSigned;
-      plan.reads.push_back({Role::kTokens, 0, schema.tokens.path, rows, {rows.size()},
+      plan.reads.push_back({Role::kTokens,
+                            0,
+                            schema.tokens.path,
+                            rows,
+                            {rows.size()},
                             bytes ? at::kByte : at::kInt});
       break;
     }
@@ -141,7 +136,8 @@ StorePlan planStore(const FileSchema& schema, SampleRange samples, DType residen
   return plan;
 }
 
-void checkValues(const FileSchema& schema, const StorePlan& plan, const std::vector<at::Tensor>& tensors) {
+void checkValues(const FileSchema& schema, const StorePlan& plan,
+                 const std::vector<at::Tensor>& tensors) {
   for (std::size_t i = 0; i < plan.reads.size(); ++i) {
     const ReadSpec& read = plan.reads[i];
     const at::Tensor& t = tensors.at(i);
@@ -223,8 +219,10 @@ Batch Store::gather(const at::Tensor& local, at::ScalarType inputType) const {
       batch.targets = targets_.index_select(0, local);
       break;
     case Layout::kTokens: {
-      at::Tensor rows = local.mul(context_).unsqueeze(1) + at::arange(context_ + 1, local.options());
-      at::Tensor items = features_.index_select(0, rows.reshape({-1})).view({count, context_ + 1}).to(at::kLong);
+      at::Tensor rows =
+          local.mul(context_).unsqueeze(1) + at::arange(context_ + 1, local.options());
+      at::Tensor items =
+          features_.index_select(0, rows.reshape({-1})).view({count, context_ + 1}).to(at::kLong);
       batch.inputs.push_back(items.narrow(1, 0, context_).contiguous());  // [B, context]
       batch.targets = items.narrow(1, 1, context_).contiguous();          // [B, context]
       break;
@@ -235,11 +233,13 @@ Batch Store::gather(const at::Tensor& local, at::ScalarType inputType) const {
 }
 
 Batch Store::slice(std::int64_t begin, std::int64_t end, at::ScalarType inputType) const {
-  return gather(at::arange(begin, end, at::TensorOptions().dtype(at::kLong).device(device_)), inputType);
+  return gather(at::arange(begin, end, at::TensorOptions().dtype(at::kLong).device(device_)),
+                inputType);
 }
 
 std::int64_t Store::maxLabel() const {
-  if (!targets_.defined() || targets_.numel() == 0 || targets_.scalar_type() != at::kLong) return -1;
+  if (!targets_.defined() || targets_.numel() == 0 || targets_.scalar_type() != at::kLong)
+    return -1;
   return targets_.max().item<std::int64_t>();
 }
 

@@ -57,7 +57,8 @@ StorePlan planStore(const FileSchema& schema, SampleRange samples, DType residen
 // Checks the values a rank loaded (non-finite features/values/targets, negative labels,
 // tokens outside [0, vocab_size)). Throws DataError naming the dataset and the first bad
 // sample or row in the file's numbering. `tensors` follow plan.reads.
-void checkValues(const FileSchema& schema, const StorePlan& plan, const std::vector<at::Tensor>& tensors);
+void checkValues(const FileSchema& schema, const StorePlan& plan,
+                 const std::vector<at::Tensor>& tensors);
 
 class Store {
  public:

@@ -14,14 +14,14 @@
 namespace mb::data {
 namespace {
 
-constexpr int kSubSteps = 4;              // latent sub-steps per finest row
-constexpr double kPeriodRows = 32.0;      // oscillation period, finest rows
-constexpr double kLevelTau = 1000.0;      // rows
+constexpr int kSubSteps = 4;          // latent sub-steps per finest row
+constexpr double kPeriodRows = 32.0;  // oscillation period, finest rows
+constexpr double kLevelTau = 1000.0;  // rows
 constexpr double kLevelStd = 0.5;
-constexpr double kAmpTau = 2000.0;        // rows
+constexpr double kAmpTau = 2000.0;  // rows
 constexpr double kAmpLogStd = 0.3;
-constexpr double kPhaseNoise = 0.02;      // radians per sub-step (x noise)
-constexpr double kObservationNoise = 0.05;  // x noise
+constexpr double kPhaseNoise = 0.02;             // radians per sub-step (x noise)
+constexpr double kObservationNoise = 0.05;       // x noise
 constexpr std::int64_t kStartTime = 1704067200;  // 2024-01-01T00:00:00Z
 constexpr std::int64_t kRowSeconds = 60;
 
@@ -48,7 +48,8 @@ Latent simulate(std::int64_t rows, double noise, Rng& rng) {
   for (std::int64_t t = 0; t < rows; ++t) {
     double sum = 0, high = -1e300, low = 1e300, close = 0;
     for (int k = 0; k < kSubSteps; ++k) {
-      level = levelDecay * level + rng.normal() * kLevelStd * std::sqrt(1 - levelDecay * levelDecay);
+      level =
+          levelDecay * level + rng.normal() * kLevelStd * std::sqrt(1 - levelDecay * levelDecay);
       logAmp = ampDecay * logAmp + rng.normal() * kAmpLogStd * std::sqrt(1 - ampDecay * ampDecay);
       phase += omega + rng.normal() * kPhaseNoise * noise;
       close = level + std::exp(logAmp) * std::sin(phase) + rng.normal() * kObservationNoise * noise;
@@ -83,7 +84,8 @@ at::Tensor aggregate(const at::Tensor& base, std::int64_t period, std::int64_t f
       agg[3] = std::min(agg[3], first[4 * r + 3]);
     }
     double* row = o + j * features;
-    for (std::int64_t f = 0; f < features; ++f) row[f] = f < 4 ? agg[f] : rng.normal();
+    for (std::int64_t f = 0; f < features; ++f)
+      row[f] = f < 4 ? agg[f] : rng.normal();
   }
   return out;
 }
@@ -108,13 +110,15 @@ h5::WriteOptions writeOptions(const WriteSettings& write) {
 void validate(const SynthSeriesOptions& o) {
   if (o.out.empty()) throw ConfigError("megabatch data synth-series needs --out FILE.h5");
   if (o.rows < 1 || o.features < 1 || o.targets < 1 || o.horizon < 1 || o.noise < 0)
-    throw ConfigError("synth-series: --rows, --features, --targets, --horizon must be >= 1 and --noise >= 0");
+    throw ConfigError(
+        "synth-series: --rows, --features, --targets, --horizon must be >= 1 and --noise >= 0");
   if (o.streams.empty()) throw ConfigError("synth-series: --streams is empty");
 }
 
 double mse(const std::vector<double>& a, const std::vector<double>& b) {
   double sum = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) sum += (a[i] - b[i]) * (a[i] - b[i]);
+  for (std::size_t i = 0; i < a.size(); ++i)
+    sum += (a[i] - b[i]) * (a[i] - b[i]);
   return a.empty() ? 0 : sum / static_cast<double>(a.size());
 }
 
@@ -132,8 +136,9 @@ std::vector<std::pair<std::string, std::int64_t>> parseStreams(const std::string
       }
     }
     if (period < 1)
-      throw ConfigError("--streams '" + text + "': expected NAME:PERIOD items, e.g. m1:1,m5:5,h1:60",
-                        "PERIOD is the stream's bar length in finest rows (>= 1)");
+      throw ConfigError(
+          "--streams '" + text + "': expected NAME:PERIOD items, e.g. m1:1,m5:5,h1:60",
+          "PERIOD is the stream's bar length in finest rows (>= 1)");
     streams.emplace_back(parts[0], period);
   }
   return streams;
@@ -144,14 +149,16 @@ SynthSeriesReport writeSynthSeries(const SynthSeriesOptions& o) {
   h5::WriteOptions options = writeOptions(o.write);
   at::ScalarType type = valueType(o.dtype);
   std::int64_t longest = 1;
-  for (const auto& s : o.streams) longest = std::max(longest, s.second);
+  for (const auto& s : o.streams)
+    longest = std::max(longest, s.second);
   std::int64_t firstRow = longest - 1;
   std::int64_t lookAhead = o.horizon * o.targets;
   std::int64_t n = o.rows - firstRow - lookAhead;
   if (n < 10)
-    throw ConfigError("synth-series: --rows " + std::to_string(o.rows) + " leaves " + std::to_string(n) +
-                      " samples (the longest period needs " + std::to_string(firstRow) +
-                      " rows of history, the targets " + std::to_string(lookAhead) + " ahead)");
+    throw ConfigError("synth-series: --rows " + std::to_string(o.rows) + " leaves " +
+                      std::to_string(n) + " samples (the longest period needs " +
+                      std::to_string(firstRow) + " rows of history, the targets " +
+                      std::to_string(lookAhead) + " ahead)");
 
   Rng rng(o.seed);
   Latent latent = simulate(o.rows, o.noise, rng);
@@ -170,7 +177,8 @@ SynthSeriesReport writeSynthSeries(const SynthSeriesOptions& o) {
   for (std::int64_t i = 0; i < n; ++i) {
     std::int64_t t = firstRow + i;
     time[i] = kStartTime + (t + 1) * kRowSeconds;
-    for (std::size_t s = 0; s < o.streams.size(); ++s) end[s * n + i] = (t + 1) / o.streams[s].second - 1;
+    for (std::size_t s = 0; s < o.streams.size(); ++s)
+      end[s * n + i] = (t + 1) / o.streams[s].second - 1;
     for (std::int64_t k = 0; k < o.targets; ++k) {
       std::int64_t ahead = o.horizon * (k + 1);
       auto y = static_cast<float>(base[4 * (t + ahead)]);
@@ -187,7 +195,8 @@ SynthSeriesReport writeSynthSeries(const SynthSeriesOptions& o) {
       meanPred.push_back(static_cast<double>(k));  // replaced below, once the train mean is known
     }
   }
-  for (std::size_t j = 0; j < meanPred.size(); ++j) meanPred[j] = trainMean[static_cast<std::size_t>(meanPred[j])];
+  for (std::size_t j = 0; j < meanPred.size(); ++j)
+    meanPred[j] = trainMean[static_cast<std::size_t>(meanPred[j])];
 
   SynthSeriesReport report;
   report.samples = n;
@@ -203,14 +212,17 @@ SynthSeriesReport writeSynthSeries(const SynthSeriesOptions& o) {
     at::Tensor values = aggregate(latent.base, period, o.features, rng);
     h5::Handle group = h5::createGroup(file.get(), "series/" + name, ExitCode::kFailure);
     h5::writeTensor(group.get(), "values", values.to(type), options, ExitCode::kFailure);
-    at::Tensor barTimes = at::arange(1, values.size(0) + 1, at::kLong).mul_(period * kRowSeconds).add_(kStartTime);
+    at::Tensor barTimes =
+        at::arange(1, values.size(0) + 1, at::kLong).mul_(period * kRowSeconds).add_(kStartTime);
     h5::writeTensor(group.get(), "timestamps", barTimes, options, ExitCode::kFailure);
     h5::writeAttribute(group.get(), "period_rows", period, ExitCode::kFailure);
   }
   h5::Handle endsGroup = h5::createGroup(file.get(), "samples/end", ExitCode::kFailure);
   for (std::size_t s = 0; s < o.streams.size(); ++s)
-    h5::writeTensor(endsGroup.get(), o.streams[s].first, ends[s].contiguous(), options, ExitCode::kFailure);
-  h5::writeTensor(file.get(), "targets", o.targets == 1 ? targets.reshape({n}) : targets, options, ExitCode::kFailure);
+    h5::writeTensor(endsGroup.get(), o.streams[s].first, ends[s].contiguous(), options,
+                    ExitCode::kFailure);
+  h5::writeTensor(file.get(), "targets", o.targets == 1 ? targets.reshape({n}) : targets, options,
+                  ExitCode::kFailure);
   h5::writeTensor(file.get(), "timestamps", times, options, ExitCode::kFailure);
 
   hid_t root = file.get();
@@ -220,28 +232,33 @@ SynthSeriesReport writeSynthSeries(const SynthSeriesOptions& o) {
   h5::writeAttribute(root, "seed", static_cast<std::int64_t>(o.seed), code);
   h5::writeAttribute(root, "horizon_rows", o.horizon, code);
   h5::writeAttribute(root, "noise", o.noise, code);
-  h5::writeAttribute(root, "val_samples", "[" + std::to_string(valBegin) + ", " + std::to_string(valEnd) + ")", code);
+  h5::writeAttribute(root, "val_samples",
+                     "[" + std::to_string(valBegin) + ", " + std::to_string(valEnd) + ")", code);
   h5::writeAttribute(root, "baseline_mean_val_mse", report.meanMse, code);
   h5::writeAttribute(root, "baseline_last_value_val_mse", report.lastValueMse, code);
   h5::writeAttribute(root, "oracle_val_mse", report.oracleMse, code);
-  h5::writeAttribute(root, "description",
-                     std::string("target k = finest close at t + horizon*(k+1); x = OU level + slowly varying amplitude "
-                                 "x sin(phase), period 32 rows; see docs/data-format.md (synth-series)"),
-                     code);
+  h5::writeAttribute(
+      root, "description",
+      std::string(
+          "target k = finest close at t + horizon*(k+1); x = OU level + slowly varying amplitude "
+          "x sin(phase), period 32 rows; see docs/data-format.md (synth-series)"),
+      code);
   file.close(ExitCode::kFailure, o.out);
   return report;
 }
 
 std::string SynthSeriesReport::summary() const {
   char text[512];
-  std::snprintf(text, sizeof(text),
-                "%lld samples; val MSE on samples [%lld, %lld): mean baseline %.4f, last-value baseline %.4f, "
-                "oracle (knows the latent state) %.4f.\n"
-                "A model that beats both baselines by 30%% needs val MSE < %.4f; a small LSTM (hidden 32) "
-                "gets close to the oracle (docs/data-format.md).",
-                static_cast<long long>(samples), static_cast<long long>(valBegin),
-                static_cast<long long>(valEnd), meanMse, lastValueMse, oracleMse,
-                0.7 * std::min(meanMse, lastValueMse));
+  std::snprintf(
+      text, sizeof(text),
+      "%lld samples; val MSE on samples [%lld, %lld): mean baseline %.4f, last-value baseline "
+      "%.4f, "
+      "oracle (knows the latent state) %.4f.\n"
+      "A model that beats both baselines by 30%% needs val MSE < %.4f; a small LSTM (hidden 32) "
+      "gets close to the oracle (docs/data-format.md).",
+      static_cast<long long>(samples), static_cast<long long>(valBegin),
+      static_cast<long long>(valEnd), meanMse, lastValueMse, oracleMse,
+      0.7 * std::min(meanMse, lastValueMse));
   return text;
 }
 

@@ -10,7 +10,7 @@ namespace mb::data {
 
 // Shared output options.
 struct WriteSettings {
-  std::int64_t chunkRows = 0;      // 0 = contiguous datasets (unless compressed)
+  std::int64_t chunkRows = 0;        // 0 = contiguous datasets (unless compressed)
   std::string compression = "none";  // none | gzip
 };
 
@@ -30,15 +30,17 @@ struct WriteSettings {
 // look-ahead). Target k is the finest close at t_i + horizon * (k + 1).
 // The oscillation makes the target predictable from the recent window (a quarter period
 // ahead at the default horizon 8), which neither the last value (x_t) nor the mean can use.
-// The oracle knows the latent state: E[target] = L e^{-h/tau_L} + A e^{-var/2} sin(theta + omega h).
+// The oracle knows the latent state: E[target] = L e^{-h/tau_L} + A e^{-var/2} sin(theta + omega
+// h).
 struct SynthSeriesOptions {
   std::string out;
   std::int64_t rows = 100000;  // finest-stream rows
   std::int64_t features = 4;
-  std::vector<std::pair<std::string, std::int64_t>> streams{{"m1", 1}, {"m5", 5}, {"m15", 15}, {"h1", 60}, {"h4", 240}};
-  std::int64_t targets = 1;    // target columns ([N] when 1, else [N, K])
-  std::int64_t horizon = 8;    // finest rows ahead of target 0
-  double noise = 1.0;          // scales observation and phase noise
+  std::vector<std::pair<std::string, std::int64_t>> streams{
+      {"m1", 1}, {"m5", 5}, {"m15", 15}, {"h1", 60}, {"h4", 240}};
+  std::int64_t targets = 1;       // target columns ([N] when 1, else [N, K])
+  std::int64_t horizon = 8;       // finest rows ahead of target 0
+  double noise = 1.0;             // scales observation and phase noise
   std::string dtype = "float32";  // of the stream values: float16 | float32 | float64
   std::uint64_t seed = 1;
   WriteSettings write;
@@ -47,9 +49,9 @@ struct SynthSeriesOptions {
 struct SynthSeriesReport {
   std::int64_t samples = 0;
   std::int64_t valBegin = 0, valEnd = 0;  // [0.8N, 0.9N): the val split of the default fractions
-  double meanMse = 0;       // predict the train-part mean
-  double lastValueMse = 0;  // predict the last finest close
-  double oracleMse = 0;     // knows the latent state
+  double meanMse = 0;                     // predict the train-part mean
+  double lastValueMse = 0;                // predict the last finest close
+  double oracleMse = 0;                   // knows the latent state
   std::string summary() const;
 };
 
@@ -77,7 +79,8 @@ std::string writeArith(const ArithOptions& options);  // returns a summary line
 // --- text -----------------------------------------------------------------------------------
 
 // Any file's bytes as /tokens uint8 with vocab_size 256.
-std::string writeTextTokens(const std::string& in, const std::string& out, const WriteSettings& write);
+std::string writeTextTokens(const std::string& in, const std::string& out,
+                            const WriteSettings& write);
 
 // --- inspect --------------------------------------------------------------------------------
 

@@ -12,7 +12,8 @@ ParallelIo::ParallelIo(Communicator& comm)
 #if MEGABATCH_HDF5_PARALLEL
   auto* mpi = dynamic_cast<MpiCommunicator*>(&comm);
   if (mpi != nullptr && comm.size() > 1) {
-    MB_HDF5_CHECK(H5Pset_fapl_mpio(fileAccess_.get(), mpi->handle(), MPI_INFO_NULL), ExitCode::kData);
+    MB_HDF5_CHECK(H5Pset_fapl_mpio(fileAccess_.get(), mpi->handle(), MPI_INFO_NULL),
+                  ExitCode::kData);
     MB_HDF5_CHECK(H5Pset_dxpl_mpio(transfer_.get(), H5FD_MPIO_COLLECTIVE), ExitCode::kData);
     collective_ = true;
   }

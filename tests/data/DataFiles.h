@@ -18,8 +18,8 @@ namespace mb::test {
 class TempDir {
  public:
   TempDir() {
-    auto base = std::filesystem::temp_directory_path() / ("mb-data-" + std::to_string(::getpid()) + "-" +
-                                                          std::to_string(counter()++));
+    auto base = std::filesystem::temp_directory_path() /
+                ("mb-data-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
     std::filesystem::create_directories(base);
     path_ = base.string();
   }
@@ -39,8 +39,8 @@ class TempDir {
 
 // values[s][r][f] = s * 2^20 + r * 8 + f (F <= 8, rows < 2^17).
 inline at::Tensor streamValues(std::int64_t stream, std::int64_t rows, std::int64_t features) {
-  return at::arange(rows, at::kFloat).mul(8).unsqueeze(1) + at::arange(features, at::kFloat).unsqueeze(0) +
-         static_cast<float>(stream * (1 << 20));
+  return at::arange(rows, at::kFloat).mul(8).unsqueeze(1) +
+         at::arange(features, at::kFloat).unsqueeze(0) + static_cast<float>(stream * (1 << 20));
 }
 
 struct SeriesSpec {
@@ -61,18 +61,23 @@ inline std::int64_t writeSeriesFile(const std::string& path, const SeriesSpec& s
   for (std::size_t s = 0; s < spec.streams.size(); ++s) {
     const auto& [name, period] = spec.streams[s];
     h5::Handle group = h5::createGroup(file.get(), "series/" + name, ExitCode::kFailure);
-    h5::writeTensor(group.get(), "values", streamValues(static_cast<std::int64_t>(s), spec.rows / period, spec.features),
+    h5::writeTensor(group.get(), "values",
+                    streamValues(static_cast<std::int64_t>(s), spec.rows / period, spec.features),
                     spec.write, ExitCode::kFailure);
-    h5::writeTensor(ends.get(), name, (t + 1).div(period, "floor").sub(1).clamp_min(0), spec.write, ExitCode::kFailure);
+    h5::writeTensor(ends.get(), name, (t + 1).div(period, "floor").sub(1).clamp_min(0), spec.write,
+                    ExitCode::kFailure);
   }
-  h5::writeTensor(file.get(), "targets", at::arange(n, at::kFloat).mul(0.5), spec.write, ExitCode::kFailure);
-  h5::writeTensor(file.get(), "timestamps", at::arange(n, at::kLong).mul(60).add(1000), spec.write, ExitCode::kFailure);
+  h5::writeTensor(file.get(), "targets", at::arange(n, at::kFloat).mul(0.5), spec.write,
+                  ExitCode::kFailure);
+  h5::writeTensor(file.get(), "timestamps", at::arange(n, at::kLong).mul(60).add(1000), spec.write,
+                  ExitCode::kFailure);
   return n;
 }
 
 // features [N, T, F] (or [N, F] when window == 0): sample i, step k, feature f = i*64 + k*4 + f.
-inline void writeSamplesFile(const std::string& path, std::int64_t n, std::int64_t window, std::int64_t features,
-                             const at::Tensor& targets, const h5::WriteOptions& write = {}) {
+inline void writeSamplesFile(const std::string& path, std::int64_t n, std::int64_t window,
+                             std::int64_t features, const at::Tensor& targets,
+                             const h5::WriteOptions& write = {}) {
   h5::Handle file = h5::createFile(path, false, ExitCode::kFailure);
   at::Tensor x = at::arange(n, at::kFloat).mul(64).view({n, 1, 1}) +
                  at::arange(std::max<std::int64_t>(window, 1), at::kFloat).mul(4).view({1, -1, 1}) +
@@ -83,11 +88,11 @@ inline void writeSamplesFile(const std::string& path, std::int64_t n, std::int64
 }
 
 // tokens [T] of `type` with values i % vocab.
-inline void writeTokensFile(const std::string& path, std::int64_t length, std::int64_t vocab, at::ScalarType type,
-                            const h5::WriteOptions& write = {}) {
+inline void writeTokensFile(const std::string& path, std::int64_t length, std::int64_t vocab,
+                            at::ScalarType type, const h5::WriteOptions& write = {}) {
   h5::Handle file = h5::createFile(path, false, ExitCode::kFailure);
-  h5::writeTensor(file.get(), "tokens", at::arange(length, at::kLong).remainder(vocab).to(type), write,
-                  ExitCode::kFailure);
+  h5::writeTensor(file.get(), "tokens", at::arange(length, at::kLong).remainder(vocab).to(type),
+                  write, ExitCode::kFailure);
   h5::Handle tokens = h5::openDataset(file.get(), "tokens", ExitCode::kFailure);
   h5::writeAttribute(tokens.get(), "vocab_size", vocab, ExitCode::kFailure);
 }

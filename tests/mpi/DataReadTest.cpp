@@ -51,12 +51,14 @@ TEST(DataRead, CollectiveReadsEqualSerialReadsByteForByte) {
   std::vector<at::ScalarType> sources{at::kHalf, at::kFloat, at::kDouble};
   if (comm.rank() == 0) {
     for (std::size_t k = 0; k < sources.size(); ++k) {
-      h5::Handle file = h5::createFile(dir + "/f" + std::to_string(k) + ".h5", false, ExitCode::kFailure);
+      h5::Handle file =
+          h5::createFile(dir + "/f" + std::to_string(k) + ".h5", false, ExitCode::kFailure);
       at::Tensor values = at::randn({n, f}, at::kDouble).mul(100).to(sources[k]);
       h5::WriteOptions chunked;
       chunked.chunkRows = 100;
       chunked.gzipLevel = k == 1 ? 4 : 0;
-      h5::writeTensor(file.get(), "x", values, k == 0 ? h5::WriteOptions{} : chunked, ExitCode::kFailure);
+      h5::writeTensor(file.get(), "x", values, k == 0 ? h5::WriteOptions{} : chunked,
+                      ExitCode::kFailure);
     }
   }
   comm.barrier();
@@ -79,14 +81,18 @@ TEST(DataRead, CollectiveReadsEqualSerialReadsByteForByte) {
     }
     h5::Handle serial = h5::openFile(path, false, ExitCode::kData);
     h5::Handle dataset = h5::openDataset(serial.get(), "x", ExitCode::kData);
-    at::Tensor expected = h5::readRows(dataset.get(), mine.begin, mine.end, at::kFloat, ExitCode::kData, path);
-    EXPECT_TRUE(at::equal(fp32, expected)) << "source " << c10::toString(sources[k]) << " rank " << comm.rank();
-    EXPECT_TRUE(at::equal(bf16, expected.to(at::kBFloat16))) << "bf16 from " << c10::toString(sources[k]);
+    at::Tensor expected =
+        h5::readRows(dataset.get(), mine.begin, mine.end, at::kFloat, ExitCode::kData, path);
+    EXPECT_TRUE(at::equal(fp32, expected))
+        << "source " << c10::toString(sources[k]) << " rank " << comm.rank();
+    EXPECT_TRUE(at::equal(bf16, expected.to(at::kBFloat16)))
+        << "bf16 from " << c10::toString(sources[k]);
   }
   removeShared(dir);
 }
 
-TEST(DataRead, EachRankHoldsItsShareOfTheSingleRankBatches) {
+// Collective reads (host_mmap off) and zero-copy mappings (on) give the same shares.
+void checkShares(bool hostMmap) {
   auto& comm = test::runtime().control();
   std::string dir = sharedDir();
   std::string path = dir + "/series.h5";
@@ -95,11 +101,15 @@ TEST(DataRead, EachRankHoldsItsShareOfTheSingleRankBatches) {
   Config config = test::seriesConfig(path, {{"m1", 12}, {"m5", 4}});
   config.data.canonicalShards = 8;
   config.train.globalBatch = 24;
+  config.data.hostMmap = hostMmap;
   auto data = data::ShardedData::load(config, comm, c10::Device(c10::kCPU));
-  EXPECT_EQ(data->loadStats().io, comm.size() > 1 ? "MPI-IO, collective transfers" : "sec2, independent transfers");
+  EXPECT_EQ(data->loadStats().bytesMapped > 0, hostMmap);
+  EXPECT_EQ(data->loadStats().io,
+            comm.size() > 1 ? "MPI-IO, collective transfers" : "sec2, independent transfers");
   const auto& order = data->order();
   std::int64_t trainBegin = data->info().split(data::Split::kTrain).begin;
-  data::ItemRange own = order.itemsOfShards(data::GlobalOrder::shardsOfRank(8, comm.rank(), comm.size()));
+  data::ItemRange own =
+      order.itemsOfShards(data::GlobalOrder::shardsOfRank(8, comm.rank(), comm.size()));
   h5::Handle file = h5::openFile(path, false, ExitCode::kData);
   at::Tensor values = h5::readTensor(file.get(), "series/m1/values", ExitCode::kData, at::kFloat);
   at::Tensor ends = h5::readTensor(file.get(), "samples/end/m1", ExitCode::kData, at::kLong);
@@ -127,6 +137,11 @@ TEST(DataRead, EachRankHoldsItsShareOfTheSingleRankBatches) {
   data.reset();
   file.reset();
   removeShared(dir);
+}
+
+TEST(DataRead, EachRankHoldsItsShareOfTheSingleRankBatches) {
+  checkShares(false);
+  checkShares(true);
 }
 
 }  // namespace

@@ -22,7 +22,9 @@ std::unique_ptr<data::ShardedData> load(const Config& config) {
   return data::ShardedData::load(config, comm, c10::Device(c10::kCPU));
 }
 
+// Holds the HDF5 lock: a stream-residency loader thread may be reading at the same time.
 at::Tensor readAll(const std::string& path, const std::string& dataset, at::ScalarType type) {
+  std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
   h5::Handle file = h5::openFile(path, false, ExitCode::kData);
   return h5::readTensor(file.get(), dataset, ExitCode::kData, type);
 }
@@ -39,7 +41,8 @@ void expectSeriesBatch(const std::string& path, const Config& config, const data
       std::int64_t i = batch.sampleIndex[j].item<std::int64_t>();
       std::int64_t end = ends[i].item<std::int64_t>();
       at::Tensor expected = values.narrow(0, end - stream.window + 1, stream.window);
-      ASSERT_TRUE(at::equal(batch.inputs[s][j], expected)) << "stream " << stream.name << " sample " << i;
+      ASSERT_TRUE(at::equal(batch.inputs[s][j], expected))
+          << "stream " << stream.name << " sample " << i;
       ASSERT_EQ(batch.targets[j].item<float>(), targets[i].item<float>());
     }
   }
@@ -64,7 +67,8 @@ TEST_F(DataLoad, SeriesWindowsAreTheFileRows) {
     auto expected = data->order().batchItems(0, b);
     ASSERT_EQ(batch.size(), static_cast<std::int64_t>(expected.size()));
     for (std::size_t j = 0; j < expected.size(); ++j)
-      EXPECT_EQ(batch.sampleIndex[j].item<std::int64_t>(), expected[j] + data->info().split(Split::kTrain).begin);
+      EXPECT_EQ(batch.sampleIndex[j].item<std::int64_t>(),
+                expected[j] + data->info().split(Split::kTrain).begin);
     expectSeriesBatch(path, config, batch);
   }
   // Resident memory is the series, not windows x samples.
@@ -87,7 +91,8 @@ TEST_F(DataLoad, EpochCoversTrainOnceAndMicroBatchesSlice) {
       data::Batch whole = data->trainBatch(b, 0, n, at::kFloat);
       data::Batch tail = data->trainBatch(b, n / 2, n, at::kFloat);
       EXPECT_TRUE(at::equal(tail.sampleIndex, whole.sampleIndex.narrow(0, n / 2, n - n / 2)));
-      for (std::int64_t j = 0; j < n; ++j) seen.push_back(whole.sampleIndex[j].item<std::int64_t>());
+      for (std::int64_t j = 0; j < n; ++j)
+        seen.push_back(whole.sampleIndex[j].item<std::int64_t>());
     }
     std::sort(seen.begin(), seen.end());
     std::vector<std::int64_t> expected(train.size());
@@ -105,14 +110,17 @@ TEST_F(DataLoad, EvalSlicesAreContiguousAndEmbargoed) {
   const auto& info = data->info();
   // No window of a val sample shares a row with the last train sample's windows.
   at::Tensor m5 = readAll(path, "samples/end/m5", at::kLong);
-  std::int64_t lastTrain = info.split(Split::kTrain).end - 1, firstVal = info.split(Split::kVal).begin;
+  std::int64_t lastTrain = info.split(Split::kTrain).end - 1,
+               firstVal = info.split(Split::kVal).begin;
   EXPECT_GT(m5[firstVal].item<std::int64_t>() - 3 + 1, m5[lastTrain].item<std::int64_t>());
-  EXPECT_LE(m5[firstVal - 1].item<std::int64_t>() - 3 + 1, m5[lastTrain].item<std::int64_t>());  // and no more is skipped
+  EXPECT_LE(m5[firstVal - 1].item<std::int64_t>() - 3 + 1,
+            m5[lastTrain].item<std::int64_t>());  // and no more is skipped
   for (Split split : {Split::kVal, Split::kTest}) {
     std::int64_t n = data->evalCount(split);
     EXPECT_EQ(n, info.split(split).size());
     data::Batch batch = data->evalBatch(split, 3, 11, at::kFloat);
-    EXPECT_TRUE(at::equal(batch.sampleIndex, at::arange(info.split(split).begin + 3, info.split(split).begin + 11, at::kLong)));
+    EXPECT_TRUE(at::equal(batch.sampleIndex, at::arange(info.split(split).begin + 3,
+                                                        info.split(split).begin + 11, at::kLong)));
     expectSeriesBatch(path, config, batch);
   }
 }
@@ -138,7 +146,8 @@ TEST_F(DataLoad, Bf16ResidencyRoundsTheValues) {
 TEST_F(DataLoad, SamplesLayoutWithWindowsAndPlainRows) {
   for (std::int64_t window : {0, 6}) {
     std::string path = dir_.file("samples" + std::to_string(window) + ".h5");
-    test::writeSamplesFile(path, 500, window, 3, at::arange(500, at::kFloat).view({500, 1}).repeat({1, 2}));
+    test::writeSamplesFile(path, 500, window, 3,
+                           at::arange(500, at::kFloat).view({500, 1}).repeat({1, 2}));
     Config config;
     config.data.path = path;
     config.data.canonicalShards = 8;
@@ -147,7 +156,8 @@ TEST_F(DataLoad, SamplesLayoutWithWindowsAndPlainRows) {
     const auto& info = data->info();
     EXPECT_EQ(info.targetShape, std::vector<std::int64_t>{2});
     EXPECT_EQ(info.inputs[0].window, window);
-    EXPECT_EQ(info.split(Split::kVal).begin - info.split(Split::kTrain).end, window);  // embargo = T samples
+    EXPECT_EQ(info.split(Split::kVal).begin - info.split(Split::kTrain).end,
+              window);  // embargo = T samples
     data->beginEpoch(0);
     data::Batch batch = data->trainBatch(1, 0, data->localCount(1), at::kFloat);
     at::Tensor features = readAll(path, "features", at::kFloat);
@@ -235,7 +245,8 @@ TEST_F(DataLoad, ErrorsNameTheFileDatasetAndValues) {
     FAIL() << "expected a DataError";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ExitCode::kData);
-    EXPECT_NE(std::string(e.what()).find("/targets: expected N = 100"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("/targets: expected N = 100"), std::string::npos)
+        << e.what();
   }
   test::writeSamplesFile(path, 100, 0, 2, at::arange(100, at::kFloat));
   config.data.canonicalShards = 81;  // train has 80 samples
@@ -244,8 +255,72 @@ TEST_F(DataLoad, ErrorsNameTheFileDatasetAndValues) {
     FAIL() << "expected a DataError";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ExitCode::kData);
-    EXPECT_NE(std::string(e.what()).find("fewer than data.canonical_shards = 81"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fewer than data.canonical_shards = 81"),
+              std::string::npos)
+        << e.what();
   }
+}
+
+}  // namespace
+}  // namespace mb
+
+namespace mb {
+namespace {
+
+TEST_F(DataLoad, HostMappingGivesTheSameBatchesAsReading) {
+  std::string path = dir_.file("s.h5");
+  test::writeSeriesFile(path, {});
+  Config config = test::seriesConfig(path, {{"m1", 7}, {"m5", 3}});
+  auto mapped = load(config);
+  config.data.hostMmap = false;
+  auto copied = load(config);
+  EXPECT_GT(mapped->loadStats().bytesMapped, 0);
+  EXPECT_EQ(mapped->loadStats().bytesRead, 0);
+  EXPECT_EQ(copied->loadStats().bytesMapped, 0);
+  mapped->beginEpoch(2);
+  copied->beginEpoch(2);
+  for (std::int64_t b = 0; b < mapped->batchesPerEpoch(); b += 7) {
+    data::Batch a = mapped->trainBatch(b, 0, mapped->localCount(b), at::kFloat);
+    data::Batch c = copied->trainBatch(b, 0, copied->localCount(b), at::kFloat);
+    for (std::size_t i = 0; i < a.inputs.size(); ++i)
+      EXPECT_TRUE(at::equal(a.inputs[i], c.inputs[i]));
+    EXPECT_TRUE(at::equal(a.targets, c.targets));
+  }
+  data::Batch a = mapped->evalBatch(Split::kTest, 0, 9, at::kFloat);
+  data::Batch c = copied->evalBatch(Split::kTest, 0, 9, at::kFloat);
+  EXPECT_TRUE(at::equal(a.inputs[0], c.inputs[0]));
+}
+
+TEST_F(DataLoad, ChunkedCompressedAndBf16AreReadNotMapped) {
+  std::string path = dir_.file("s.h5");
+  test::SeriesSpec spec;
+  spec.write.gzipLevel = 4;
+  spec.write.chunkRows = 64;
+  test::writeSeriesFile(path, spec);
+  Config config = test::seriesConfig(path, {{"m1", 5}});
+  EXPECT_EQ(load(config)->loadStats().bytesMapped, 0);
+  test::writeSeriesFile(path, {});
+  config.data.residentDtype = DType::kBf16;
+  auto bf16 = load(config);
+  EXPECT_GT(bf16->loadStats().bytesRead, 0);    // values: bf16 differs from the file's float32
+  EXPECT_GT(bf16->loadStats().bytesMapped, 0);  // ends and targets still map
+}
+
+TEST_F(DataLoad, RewritingAMappedFileEndsWithAMessageNotACrash) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::string path = dir_.file("s.h5");
+  test::writeSeriesFile(path, {});
+  Config config = test::seriesConfig(path, {{"m1", 5}});
+  auto data = load(config);
+  data->beginEpoch(0);
+  std::filesystem::resize_file(path, 0);  // what h5py.File(path, "w") does first
+  EXPECT_EXIT(
+      {
+        for (std::int64_t b = 0; b < data->batchesPerEpoch(); ++b)
+          data->trainBatch(b, 0, data->localCount(b), at::kFloat);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(3), "truncated or rewritten");
 }
 
 }  // namespace

@@ -43,7 +43,9 @@ TEST(DataSplits, ZeroFractionGivesAnEmptySplitAndOneGap) {
 
 TEST(DataSplits, TheGapCanDependOnThePreviousSplit) {
   // A rule like the series one: the next split starts 3 after the previous split's last sample.
-  NextStart rule = [](std::int64_t previousLast, std::int64_t cut) { return std::max(cut, previousLast + 4); };
+  NextStart rule = [](std::int64_t previousLast, std::int64_t cut) {
+    return std::max(cut, previousLast + 4);
+  };
   auto s = planSplits({0, 100}, fractions(0.5, 0.25, 0.25), rule, "f.h5");
   expectRange(s[1], 53, 75);
   expectRange(s[2], 78, 100);

@@ -23,8 +23,8 @@ struct Case {
 class GlobalOrderProperty : public ::testing::TestWithParam<Case> {};
 
 // The items of batch b that belong to shards [range), in batch order.
-std::vector<std::int64_t> restrictTo(const GlobalOrder& order, const std::vector<std::int64_t>& items,
-                                     ShardRange range) {
+std::vector<std::int64_t> restrictTo(const GlobalOrder& order,
+                                     const std::vector<std::int64_t>& items, ShardRange range) {
   ItemRange own = order.itemsOfShards(range);
   std::vector<std::int64_t> out;
   for (auto item : items) {
@@ -39,14 +39,16 @@ TEST_P(GlobalOrderProperty, RankSharesMergeIntoTheSingleRankBatches) {
   for (int world : {1, 2, 3, 4, 8}) {
     for (std::int64_t epoch : {0, 3}) {
       std::vector<GlobalOrder::Share> shares;
-      for (int r = 0; r < world; ++r) shares.push_back(order.epochShare(epoch, GlobalOrder::shardsOfRank(c.shards, r, world)));
+      for (int r = 0; r < world; ++r)
+        shares.push_back(order.epochShare(epoch, GlobalOrder::shardsOfRank(c.shards, r, world)));
       for (std::int64_t b = 0; b < order.batchesPerEpoch(); ++b) {
         std::vector<std::int64_t> full = order.batchItems(epoch, b);
         ASSERT_EQ(static_cast<std::int64_t>(full.size()), order.batchSize(b));
         std::int64_t total = 0;
         for (int r = 0; r < world; ++r) {
           const auto& share = shares[r];
-          std::vector<std::int64_t> mine(share.items.begin() + share.offsets[b], share.items.begin() + share.offsets[b + 1]);
+          std::vector<std::int64_t> mine(share.items.begin() + share.offsets[b],
+                                         share.items.begin() + share.offsets[b + 1]);
           // Same items, same order as the W=1 batch restricted to this rank's shards.
           EXPECT_EQ(mine, restrictTo(order, full, GlobalOrder::shardsOfRank(c.shards, r, world)))
               << "V=" << c.shards << " W=" << world << " rank " << r << " batch " << b;
@@ -106,12 +108,13 @@ TEST_P(GlobalOrderProperty, SeedsAndEpochsChangeTheOrder) {
   EXPECT_NE(epoch(a, 0), epoch(a, 1));
 }
 
-INSTANTIATE_TEST_SUITE_P(GlobalOrder, GlobalOrderProperty,
-                         ::testing::Values(Case{1, 0}, Case{4, 0}, Case{64, 0}, Case{1, 16}, Case{4, 16}, Case{64, 4}),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return "V" + std::to_string(info.param.shards) +
-                                  (info.param.chunkItems ? "Chunk" + std::to_string(info.param.chunkItems) : "");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    GlobalOrder, GlobalOrderProperty,
+    ::testing::Values(Case{1, 0}, Case{4, 0}, Case{64, 0}, Case{1, 16}, Case{4, 16}, Case{64, 4}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      return "V" + std::to_string(info.param.shards) +
+             (info.param.chunkItems ? "Chunk" + std::to_string(info.param.chunkItems) : "");
+    });
 
 TEST(GlobalOrder, ChunkMajorVisitsEachChunkContiguously) {
   for (std::int64_t shards : {1, 4, 64}) {
@@ -124,7 +127,8 @@ TEST(GlobalOrder, ChunkMajorVisitsEachChunkContiguously) {
       for (auto item : order.shardOrder(2, s)) {
         std::int64_t chunk = (item - range.begin) / chunkItems;
         if (chunk == current) continue;
-        EXPECT_FALSE(finished.count(chunk)) << "V=" << shards << ": chunk " << chunk << " of shard " << s << " visited twice";
+        EXPECT_FALSE(finished.count(chunk))
+            << "V=" << shards << ": chunk " << chunk << " of shard " << s << " visited twice";
         if (current >= 0) finished.insert(current);
         current = chunk;
         ++switches;
@@ -152,7 +156,8 @@ TEST(GlobalOrder, ShortLastBatchAndUnequalShards) {
   GlobalOrder order(10, 3, 0, 4, true);
   EXPECT_EQ(order.batchesPerEpoch(), 3);
   EXPECT_EQ(order.batchSize(2), 2);
-  EXPECT_EQ(order.shardItems(0).size() + order.shardItems(1).size() + order.shardItems(2).size(), 10);
+  EXPECT_EQ(order.shardItems(0).size() + order.shardItems(1).size() + order.shardItems(2).size(),
+            10);
   EXPECT_THROW(GlobalOrder(3, 4, 0, 4, true), std::invalid_argument);
 }
 
