@@ -12,6 +12,8 @@
 #include "data/Batch.h"
 #include "data/DataInfo.h"
 
+#include "tests/support/TempDir.h"
+
 namespace mb::test {
 
 inline data::DataInfo tokenInfo(std::int64_t context, std::int64_t vocab) {
@@ -83,25 +85,5 @@ inline data::Batch randomBatch(const data::DataInfo& info, std::int64_t rows) {
 }
 
 // A fresh directory under the system temp dir, removed with the object.
-class TempDir {
- public:
-  TempDir() {
-    auto base = std::filesystem::temp_directory_path();
-    for (int i = 0;; ++i) {
-      path_ = base / ("mbmodel-" + std::to_string(::getpid()) + "-" + std::to_string(i));
-      if (std::filesystem::create_directory(path_)) break;
-    }
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 }  // namespace mb::test
