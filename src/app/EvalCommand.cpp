@@ -1,11 +1,108 @@
-// megabatch eval: not implemented yet (models issue #6). Says so and exits 1.
+// megabatch eval --checkpoint CKPT [--data FILE] [--split val|test] [--out FILE.json]
+// Loss and metrics of a trained checkpoint on a split (distributed under mpirun like training),
+// plus exact-match accuracy per operation for arithmetic corpora.
+#include <cstdio>
+#include <fstream>
+
+#include <torch/cuda.h>
+
 #include "app/Cli.h"
 #include "common/Error.h"
+#include "common/Log.h"
+#include "data/ShardedData.h"
+#include "dist/Agreement.h"
+#include "dist/Runtime.h"
+#include "model/Model.h"
+#include "train/CheckpointModel.h"
+#include "train/Evaluation.h"
+#include "train/Metrics.h"
 
 namespace mb::app {
+namespace {
 
-int runEval(const ParsedArgs&, dist::Runtime&) {
-  throw RuntimeError("megabatch eval is not implemented yet (models issue #6)");
+data::Split parseSplit(const std::string& text) {
+  if (text == "val") return data::Split::kVal;
+  if (text == "test") return data::Split::kTest;
+  throw ConfigError("--split " + text + ": expected val or test");
+}
+
+c10::Device evalDevice(const Config& config, dist::Runtime& runtime) {
+  bool cuda = config.train.device != DeviceKind::kCpu && torch::cuda::is_available();
+  if (!cuda) return c10::Device(c10::kCPU);
+  int index = runtime.selectCudaDevice(static_cast<int>(torch::cuda::device_count()));
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+// The data must have the shape the model was trained on (features, windows, targets).
+void requireSameShape(const data::DataInfo& now, const std::string& trainedYaml, const std::string& path) {
+  data::DataInfo trained = data::modelSpecFromYaml(trainedYaml);
+  trained.hasTimestamps = now.hasTimestamps;
+  if (data::modelSpecToYaml(now) != data::modelSpecToYaml(trained))
+    throw DataError(path + " does not have the shape the model was trained on:\n  trained on: " +
+                        data::modelSpecToYaml(trained) + "\n  this file:  " + data::modelSpecToYaml(now),
+                    "evaluate on data with the same streams, windows, features and targets");
+}
+
+}  // namespace
+
+int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
+  if (!args.has("checkpoint"))
+    throw ConfigError("megabatch eval needs --checkpoint CKPT (a checkpoint file or a run directory)");
+  const data::Split split = parseSplit(args.get("split", "val"));
+  train::TrainedModel run;
+  dist::agreed(runtime.control(), "loading the checkpoint",
+               [&] { run = train::loadTrainedModel(args.get("checkpoint"), args.positionals); });
+  Config config = run.config;
+  if (args.has("data")) config.data.path = args.get("data");
+  // Any canonical shard count works for evaluation; one per rank keeps the load small.
+  config.data.canonicalShards = runtime.size();
+  const c10::Device device = evalDevice(config, runtime);
+  run.model->to(device);
+  std::unique_ptr<data::ShardedData> data = data::ShardedData::load(config, runtime.control(), device);
+  dist::agreed(runtime.control(), "checking the data against the model",
+               [&] { requireSameShape(data->info(), run.checkpoint.dataInfoYaml, config.data.path); });
+
+  train::EvalOptions options;
+  options.microBatch = config.train.microBatch > 0 ? config.train.microBatch : 256;
+  options.precision = config.train.precision;
+  std::map<std::string, double> metrics =
+      train::evaluateSplit(*run.model, *data, split, runtime.control(), device, options);
+
+  std::optional<train::ExactMatch> exact;
+  if (runtime.rank() == 0 && data->info().layout == Layout::kTokens) {
+    run.model->to(c10::Device(c10::kCPU));
+    exact = train::arithmeticExactMatch(*run.model, config.data.path);
+  }
+  if (runtime.rank() != 0) return 0;
+
+  const std::string prefix = std::string(data::toString(split)) + "_";
+  std::printf("checkpoint %s (step %lld) on %s, %s split (%lld samples):\n", run.path.c_str(),
+              static_cast<long long>(run.checkpoint.trainer.step), config.data.path.c_str(), data::toString(split),
+              static_cast<long long>(metrics[prefix + "samples"]));
+  train::JsonRecord record;
+  record.add("checkpoint", run.path).add("step", run.checkpoint.trainer.step).add("data", config.data.path);
+  record.add("split", data::toString(split));
+  for (const auto& [name, value] : metrics) {
+    std::printf("  %-22s %.6g\n", name.c_str(), value);
+    record.add(name, value);
+  }
+  if (exact) {
+    std::printf("  exact match on %lld held-out problems: %.2f%%\n", static_cast<long long>(exact->overall.total),
+                100.0 * exact->overall.accuracy());
+    record.add("exact_match", exact->overall.accuracy()).add("heldout_problems", exact->overall.total);
+    for (const auto& [op, count] : exact->perOperation) {
+      std::printf("    %s  %.2f%%  (%lld/%lld)\n", op.c_str(), 100.0 * count.accuracy(),
+                  static_cast<long long>(count.correct), static_cast<long long>(count.total));
+      record.add("exact_match_" + op, count.accuracy());
+    }
+    for (const auto& mistake : exact->mistakes) std::printf("    e.g. %s\n", mistake.c_str());
+  }
+  if (args.has("out")) {
+    std::ofstream out(args.get("out"));
+    out << record.str() << "\n";
+    if (!out) throw RuntimeError("cannot write " + args.get("out"));
+  }
+  return 0;
 }
 
 }  // namespace mb::app

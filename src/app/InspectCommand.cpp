@@ -6,16 +6,14 @@
 #include "common/Error.h"
 #include "data/Tools.h"
 #include "dist/Runtime.h"
+#include "train/Checkpoint.h"
 
 namespace mb::app {
 namespace {
 
-// Checkpoints (trainer issue #5) are described by the checkpoint code; until it lands, say
-// what the file is.
 int inspectCheckpoint(const std::string& path) {
-  throw RuntimeError(path +
-                     ": a megabatch checkpoint (it has a /meta group), not a data file; "
-                     "describing checkpoints is not implemented yet");
+  std::fputs(train::describeCheckpoint(path).c_str(), stdout);
+  return 0;
 }
 
 }  // namespace

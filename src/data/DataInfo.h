@@ -43,4 +43,10 @@ struct DataInfo {
   const SampleRange& split(Split s) const { return splits[static_cast<int>(s)]; }
 };
 
+// The part of DataInfo a model's shape depends on (layout, inputs, targets, classes, vocab), as
+// YAML text. Checkpoints carry it so `megabatch sample` can rebuild a model without the data.
+std::string modelSpecToYaml(const DataInfo& info);
+// Restores those fields (the others stay default). Throws CheckpointError on malformed text.
+DataInfo modelSpecFromYaml(const std::string& text);
+
 }  // namespace mb::data

@@ -129,6 +129,7 @@ void writeMeta(hid_t file, const CheckpointContent& c) {
   h5::writeAttribute(g.get(), "megabatch_version", std::string(MEGABATCH_VERSION), kCode);
   h5::writeAttribute(g.get(), "torch_version", compat::torchVersion(), kCode);
   h5::writeAttribute(g.get(), "data_fingerprint", c.dataFingerprint, kCode);
+  h5::writeAttribute(g.get(), "data_info", c.dataInfoYaml, kCode);
   h5::writeAttribute(g.get(), "saved_at", nowText(), kCode);
   h5::writeAttribute(g.get(), "optimizer", c.optimizerKind, kCode);
   h5::writeAttribute(g.get(), "optimizer_steps", c.optimizerSteps, kCode);
@@ -148,6 +149,7 @@ void readMeta(hid_t file, CheckpointContent& c) {
   c.megabatchVersion = h5::readStringAttribute(g.get(), "megabatch_version", kCode);
   c.torchVersion = h5::readStringAttribute(g.get(), "torch_version", kCode);
   c.dataFingerprint = h5::readStringAttribute(g.get(), "data_fingerprint", kCode);
+  c.dataInfoYaml = h5::readStringAttribute(g.get(), "data_info", kCode);
   c.savedAt = h5::readStringAttribute(g.get(), "saved_at", kCode);
   c.optimizerKind = h5::readStringAttribute(g.get(), "optimizer", kCode);
   c.optimizerSteps = h5::readIntAttribute(g.get(), "optimizer_steps", kCode);

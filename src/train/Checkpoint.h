@@ -11,6 +11,7 @@
 //                                         best_metric, best_step, evals_without_improvement
 //   /meta (attributes)                    format_version, config (YAML), world_size,
 //                                         megabatch_version, torch_version, data_fingerprint,
+//                                         data_info (the model-shaping part of the data),
 //                                         saved_at, optimizer, optimizer_steps, lr
 // The file uses HDF5's newest format, whose metadata carries checksums; datasets carry
 // Fletcher32. Loading reads every dataset, so a flipped bit or a truncated file is detected.
@@ -58,6 +59,7 @@ struct CheckpointContent {
   NamedTensors extra;
   std::string configYaml;
   std::string dataFingerprint;
+  std::string dataInfoYaml;  // data::modelSpecToYaml: rebuilds the model without the data
   double lr = 0;
   std::int64_t worldSize = 1;
   // Filled when reading.

@@ -26,6 +26,9 @@
 #include "dist/GradientReducer.h"
 #include "dist/Runtime.h"
 #include "model/Model.h"
+#include "model/StateDict.h"
+#include "train/CheckpointModel.h"
+#include "train/Evaluation.h"
 #include "train/Metrics.h"
 #include "train/Optimizer.h"
 #include "train/Precision.h"
@@ -42,40 +45,6 @@ double secondsSince(Clock::time_point start) {
 }
 
 spdlog::logger& logger() { return log::get("train"); }
-
-NamedTensors modelState(const torch::nn::Module& module) {
-  NamedTensors state;
-  for (const auto& item : module.named_parameters(true)) state.emplace_back(item.key(), item.value());
-  for (const auto& item : module.named_buffers(true)) state.emplace_back(item.key(), item.value());
-  return state;
-}
-
-// Copies checkpoint tensors into the model by state_dict name; every name must match both ways.
-void loadModelState(torch::nn::Module& module, const NamedTensors& saved, const std::string& file) {
-  at::NoGradGuard noGrad;
-  NamedTensors mine = modelState(module);
-  for (auto& [name, target] : mine) {
-    const at::Tensor* source = nullptr;
-    for (const auto& [candidate, tensor] : saved) {
-      if (candidate == name) source = &tensor;
-    }
-    if (source == nullptr)
-      throw CheckpointError(file + ": the model has '" + name + "' but the checkpoint does not",
-                            "the config's model.* keys must match the run that wrote the checkpoint");
-    if (source->sizes() != target.sizes())
-      throw CheckpointError(file + ": '" + name + "' has shape " + c10::str(source->sizes()) +
-                                " in the checkpoint but " + c10::str(target.sizes()) + " in the model",
-                            "the config's model.* keys must match the run that wrote the checkpoint");
-    target.copy_(*source);
-  }
-  for (const auto& [name, tensor] : saved) {
-    bool known = false;
-    for (const auto& entry : mine) known = known || entry.first == name;
-    if (!known)
-      throw CheckpointError(file + ": the checkpoint has '" + name + "', which this model does not",
-                            "the config's model.* keys must match the run that wrote the checkpoint");
-  }
-}
 
 }  // namespace
 
@@ -453,47 +422,28 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
 
 std::map<std::string, double> Trainer::evaluate(data::Split split) {
   auto start = Clock::now();
-  model_->eval();
-  at::NoGradGuard noGrad;
-  std::vector<std::string> names = model_->metricNames();
-  std::int64_t count = data_->evalCount(split);
-  if (config_.train.evalBatches > 0) {
-    std::int64_t cap = (config_.train.evalBatches * config_.train.globalBatch + runtime_.size() - 1) / runtime_.size();
-    count = std::min(count, cap);
-  }
-  // [count, loss, metrics...] summed on the device, reduced once.
-  at::Tensor sums = at::zeros({static_cast<std::int64_t>(names.size()) + 2},
-                              at::TensorOptions().device(device_).dtype(at::kDouble));
-  for (std::int64_t begin = 0; begin < count; begin += microBatch_) {
-    std::int64_t end = std::min(count, begin + microBatch_);
-    data::Batch batch = data_->evalBatch(split, begin, end, at::kFloat);
-    AutocastScope autocast(device_.type(), config_.train.precision);
-    at::Tensor output = model_->forward(batch);
-    sums[1] += model_->lossSum(output, batch).to(at::kDouble);
-    NamedTensors metrics = model_->metricSums(output, batch);
-    for (std::size_t i = 0; i < metrics.size(); ++i) sums[i + 2] += metrics[i].second.to(at::kDouble);
-  }
-  sums[0] += static_cast<double>(count);
-  at::Tensor total = sums.to(at::kCPU);
-  control_.allReduce(total, dist::ReduceOp::kSum, "eval metrics");
-  auto t = total.accessor<double, 1>();
-  const double terms = std::max(1.0, t[0] * static_cast<double>(model_->termsPerSample()));
-  std::string prefix = std::string(data::toString(split)) + "_";
-  std::map<std::string, double> results{{prefix + "loss", t[1] / terms}};
-  for (std::size_t i = 0; i < names.size(); ++i) results[prefix + names[i]] = t[i + 2] / terms;
-
+  EvalOptions options;
+  options.microBatch = microBatch_;
+  options.precision = config_.train.precision;
+  if (config_.train.evalBatches > 0)
+    options.maxSamplesPerRank =
+        (config_.train.evalBatches * config_.train.globalBatch + runtime_.size() - 1) / runtime_.size();
+  std::map<std::string, double> results = evaluateSplit(*model_, *data_, split, control_, device_, options);
+  const std::string prefix = std::string(data::toString(split)) + "_";
+  const auto samples = static_cast<std::int64_t>(results[prefix + "samples"]);
+  results.erase(prefix + "samples");
   if (metrics_) {
     JsonRecord record;
     record.add("event", "eval").add("step", state_.step).add("epoch", state_.epoch).add("split", data::toString(split));
-    record.add("samples", static_cast<std::int64_t>(t[0]));
+    record.add("samples", samples);
     for (const auto& [name, value] : results) record.add(name.substr(prefix.size()), value);
     record.add("eval_time_s", secondsSince(start)).add("time", static_cast<double>(std::time(nullptr)));
     metrics_->write(record);
   }
   std::string line;
   for (const auto& [name, value] : results) line += fmt::format(" | {} {:.5g}", name, value);
-  logger().info("eval at step {} on {} {} samples{} ({:.1f} s)", state_.step, static_cast<std::int64_t>(t[0]),
-                data::toString(split), line, secondsSince(start));
+  logger().info("eval at step {} on {} {} samples{} ({:.1f} s)", state_.step, samples, data::toString(split), line,
+                secondsSince(start));
   return results;
 }
 
@@ -535,13 +485,14 @@ bool Trainer::afterEvaluation(const std::map<std::string, double>& metrics) {
 CheckpointContent Trainer::snapshot() const {
   CheckpointContent content;
   content.trainer = state_;
-  content.model = modelState(*model_);
+  content.model = model::stateDict(*model_);
   content.optimizer = optimizer_->state();
   content.optimizerSteps = optimizer_->stepCount();
   content.optimizerKind = toString(config_.optim.name);
   content.extra = model_->extraState();
   content.configYaml = configToYaml(config_);
   content.dataFingerprint = data_->info().fingerprint;
+  content.dataInfoYaml = data::modelSpecToYaml(data_->info());
   content.lr = currentLr();
   content.worldSize = runtime_.size();
   return content;

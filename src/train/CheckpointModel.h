@@ -1,0 +1,37 @@
+#pragma once
+// Using a trained checkpoint: find it, read its config, rebuild and load its model. Shared by
+// `megabatch eval`, `predict`, and `sample`, and by the trainer's resume.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/Config.h"
+#include "train/Checkpoint.h"
+
+namespace mb::model {
+class Model;
+}
+
+namespace mb::train {
+
+// A checkpoint file as given, or a run directory: its checkpoints/best.h5 when present, else
+// the file checkpoints/latest names. Throws CheckpointError when there is none.
+std::string resolveCheckpointPath(const std::string& fileOrRunDir);
+
+// Copies checkpoint tensors into the model by state_dict name; every name must match both
+// ways (tied aliases such as lm_head.weight may be absent). Throws CheckpointError naming the
+// file and the entry.
+void loadModelState(model::Model& module, const NamedTensors& saved, const std::string& file);
+
+struct TrainedModel {
+  std::string path;
+  CheckpointContent checkpoint;
+  Config config;  // the run's resolved config, with the caller's overrides applied
+  std::shared_ptr<model::Model> model;
+};
+
+// Reads the checkpoint, parses its config (plus `overrides`), rebuilds the model from the
+// checkpoint's data description, and loads the weights. The model is on the CPU in eval mode.
+TrainedModel loadTrainedModel(const std::string& fileOrRunDir, const std::vector<std::string>& overrides);
+
+}  // namespace mb::train

@@ -1,0 +1,128 @@
+#include "train/Evaluation.h"
+
+#include <algorithm>
+
+#include <ATen/Functions.h>
+#include <c10/core/GradMode.h>
+
+#include "common/Error.h"
+#include "common/Hdf5.h"
+#include "data/ShardedData.h"
+#include "dist/Communicator.h"
+#include "model/Generate.h"
+#include "model/Gpt.h"
+#include "model/Model.h"
+#include "train/Precision.h"
+
+namespace mb::train {
+
+std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedData& data, data::Split split,
+                                            dist::Communicator& control, c10::Device device,
+                                            const EvalOptions& options) {
+  const bool wasTraining = model.is_training();
+  model.eval();
+  at::NoGradGuard noGrad;
+  std::vector<std::string> names = model.metricNames();
+  std::int64_t count = data.evalCount(split);
+  if (options.maxSamplesPerRank > 0) count = std::min(count, options.maxSamplesPerRank);
+  // [count, loss, metrics...]: summed on the device, copied and reduced once.
+  at::Tensor sums = at::zeros({static_cast<std::int64_t>(names.size()) + 2},
+                              at::TensorOptions().device(device).dtype(at::kDouble));
+  for (std::int64_t begin = 0; begin < count; begin += options.microBatch) {
+    std::int64_t end = std::min(count, begin + options.microBatch);
+    data::Batch batch = data.evalBatch(split, begin, end, at::kFloat);
+    AutocastScope autocast(device.type(), options.precision);
+    at::Tensor output = model.forward(batch);
+    sums[1] += model.lossSum(output, batch).to(at::kDouble);
+    model::NamedTensors metrics = model.metricSums(output, batch);
+    for (std::size_t i = 0; i < metrics.size() && i < names.size(); ++i)
+      sums[static_cast<std::int64_t>(i) + 2] += metrics[i].second.to(at::kDouble);
+  }
+  sums[0] += static_cast<double>(count);
+  at::Tensor total = sums.to(at::kCPU);
+  control.allReduce(total, dist::ReduceOp::kSum, "eval metrics");
+  auto t = total.accessor<double, 1>();
+  const double terms = std::max(1.0, t[0] * static_cast<double>(model.termsPerSample()));
+  const std::string prefix = std::string(data::toString(split)) + "_";
+  std::map<std::string, double> results{{prefix + "loss", t[1] / terms}, {prefix + "samples", t[0]}};
+  for (std::size_t i = 0; i < names.size(); ++i) results[prefix + names[i]] = t[i + 2] / terms;
+  model.train(wasTraining);
+  return results;
+}
+
+namespace {
+
+constexpr ExitCode kCode = ExitCode::kData;
+
+// Rows of a NUL-padded [rows, width] uint8 dataset as strings.
+std::vector<std::string> readTextRows(hid_t group, const std::string& name) {
+  at::Tensor rows = h5::readTensor(group, name, kCode, at::kByte);
+  if (rows.dim() == 1) rows = rows.unsqueeze(1);
+  std::vector<std::string> out;
+  const auto* bytes = rows.data_ptr<std::uint8_t>();
+  const std::int64_t width = rows.size(1);
+  for (std::int64_t r = 0; r < rows.size(0); ++r) {
+    std::string text(reinterpret_cast<const char*>(bytes + r * width), static_cast<std::size_t>(width));
+    text.resize(text.find('\0') == std::string::npos ? text.size() : text.find('\0'));
+    out.push_back(text);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<ExactMatch> arithmeticExactMatch(model::Model& model, const std::string& dataPath,
+                                               std::int64_t maxProblems) {
+  std::vector<std::string> prompts, answers, ops;
+  {
+    std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
+    h5::Handle file = h5::openFile(dataPath, false, kCode);
+    if (!h5::isGroup(file.get(), "heldout")) return std::nullopt;
+    h5::Handle group = h5::openGroup(file.get(), "heldout", kCode);
+    prompts = readTextRows(group.get(), "prompts");
+    answers = readTextRows(group.get(), "answers");
+    ops = readTextRows(group.get(), "ops");
+  }
+  if (prompts.size() != answers.size() || prompts.size() != ops.size())
+    throw DataError(dataPath + ": /heldout/prompts, answers and ops differ in length");
+  std::size_t count = prompts.size();
+  if (maxProblems > 0) count = std::min<std::size_t>(count, static_cast<std::size_t>(maxProblems));
+
+  // Greedy answers, one batch per prompt length (generate() takes equal-length rows).
+  std::size_t longestAnswer = 1;
+  for (std::size_t i = 0; i < count; ++i) longestAnswer = std::max(longestAnswer, answers[i].size());
+  model::SamplingOptions options;
+  options.maxNewTokens = static_cast<std::int64_t>(longestAnswer) + 2;
+  options.stopTokens = {'\n'};
+  std::map<std::size_t, std::vector<std::size_t>> byLength;
+  for (std::size_t i = 0; i < count; ++i) byLength[prompts[i].size()].push_back(i);
+  std::vector<std::string> generated(count);
+  auto* gpt = dynamic_cast<model::Gpt*>(&model);
+  if (gpt == nullptr) throw ConfigError("exact-match evaluation needs a gpt model (model.kind = gpt)");
+  for (const auto& [length, indices] : byLength) {
+    at::Tensor batch = at::empty({static_cast<std::int64_t>(indices.size()), static_cast<std::int64_t>(length)}, at::kLong);
+    for (std::size_t row = 0; row < indices.size(); ++row) {
+      const std::string& p = prompts[indices[row]];
+      for (std::size_t c = 0; c < length; ++c) batch[row][c] = static_cast<std::int64_t>(static_cast<unsigned char>(p[c]));
+    }
+    std::vector<model::Generation> out = model::generate(*gpt, batch, options);
+    for (std::size_t row = 0; row < indices.size(); ++row) generated[indices[row]] = out[row].text;
+  }
+
+  ExactMatch result;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::string got = generated[i];
+    if (!got.empty() && got.back() == '\n') got.pop_back();
+    bool right = got == answers[i];
+    auto& op = result.perOperation[ops[i]];
+    op.total += 1;
+    op.correct += right ? 1 : 0;
+    result.overall.total += 1;
+    result.overall.correct += right ? 1 : 0;
+    if (!right && result.mistakes.size() < 5)
+      result.mistakes.push_back(prompts[i] + " -> " + got + " (expected " + answers[i] + ")");
+  }
+  return result;
+}
+
+}  // namespace mb::train

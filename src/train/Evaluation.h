@@ -1,0 +1,53 @@
+#pragma once
+// Evaluation shared by the trainer (every train.eval_every steps) and `megabatch eval`.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <c10/core/Device.h>
+
+#include "config/Config.h"
+#include "data/DataInfo.h"
+
+namespace mb::data {
+class ShardedData;
+}
+namespace mb::dist {
+class Communicator;
+}
+namespace mb::model {
+class Model;
+}
+
+namespace mb::train {
+
+struct EvalOptions {
+  std::int64_t microBatch = 64;
+  DType precision = DType::kFp32;
+  std::int64_t maxSamplesPerRank = 0;  // 0 = this rank's whole part of the split
+};
+
+// Collective over `control`: the loss and metrics of `split` over every rank's part, as
+// {"val_loss", "val_mse", ..., "val_samples"}. Forward passes only (eval mode, no autograd).
+std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedData& data, data::Split split,
+                                            dist::Communicator& control, c10::Device device,
+                                            const EvalOptions& options);
+
+// Exact-match accuracy of greedy answers on the held-out problems of an arithmetic corpus
+// (`megabatch data arith` stores them in /heldout). nullopt when the file has none.
+struct ExactMatch {
+  struct Count {
+    std::int64_t correct = 0;
+    std::int64_t total = 0;
+    double accuracy() const { return total ? static_cast<double>(correct) / static_cast<double>(total) : 0.0; }
+  };
+  std::map<std::string, Count> perOperation;  // "+", "-", "*", "/"
+  Count overall;
+  std::vector<std::string> mistakes;  // a few "12+34= -> 47 (expected 46)" lines
+};
+std::optional<ExactMatch> arithmeticExactMatch(model::Model& model, const std::string& dataPath,
+                                               std::int64_t maxProblems = 0);
+
+}  // namespace mb::train
