@@ -1,0 +1,144 @@
+"""The SLURM path on a real SLURM cluster (Debian's slurmctld, slurmd, munge) on localhost:
+slurm/train-cpu.sbatch with 2 tasks runs the demo config to completion, and a job signalled
+the way SLURM does before its time limit checkpoints, exits 75, requeues itself, resumes, and
+completes with a metrics.jsonl whose steps continue with no gap and no repeat.
+
+If the cluster cannot be installed or started, the test fails and says why: it never skips.
+"""
+import json
+import os
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, HERE)
+import mbtest  # noqa: E402
+from slurmcluster import SlurmCluster, kill_leftovers  # noqa: E402
+
+TEMPLATE = os.path.join(mbtest.SOURCE_DIR, "slurm", "train-cpu.sbatch")
+DEMO = mbtest.config_path("demo.yaml")
+
+
+def train_steps(run_dir):
+    """Steps of the train records in metrics.jsonl, in file order."""
+    steps = []
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        for line in f:
+            if line.strip():
+                record = json.loads(line)
+                if record.get("event") == "train":
+                    steps.append(record["step"])
+    return steps
+
+
+def read(path):
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
+class SlurmTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.started = time.time()
+        cls._tmp = tempfile.TemporaryDirectory(prefix="mbslurm-")
+        cls.tmp = cls._tmp.name
+        os.chmod(cls.tmp, 0o755)  # munged: the directories above its socket must be searchable
+        cls.cluster = SlurmCluster(os.path.join(cls.tmp, "cluster"), cpus=2)
+        try:
+            cls.cluster.start()
+        except BaseException:
+            cls.cluster.stop()
+            kill_leftovers(cls.cluster.conf)
+            cls._tmp.cleanup()
+            raise
+        print("cluster up in %.1f s" % (time.time() - cls.started), flush=True)
+        cls.data = os.path.join(cls.tmp, "demo.h5")
+        r = mbtest.run(["data", "synth-series", "--out", cls.data], timeout=300)
+        if r.returncode != 0:
+            cls.tearDownClass()
+            raise RuntimeError("could not make the demo data:\n%r" % r)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+        kill_leftovers(cls.cluster.conf)
+        cls._tmp.cleanup()
+        print("slurm test total %.1f s" % (time.time() - cls.started), flush=True)
+
+    def submit(self, name, steps, extra=()):
+        run_dir = os.path.join(self.tmp, name)
+        log = os.path.join(self.tmp, name + ".out")
+        args = ["--job-name=" + name, "--output=" + log, TEMPLATE, DEMO, "data.path=" + self.data,
+                "run.dir=" + run_dir, "train.max_steps=%d" % steps, "run.log_every=1"] + list(extra)
+        job = self.cluster.sbatch(args, cwd=self.tmp, env={"MEGABATCH_HOME": mbtest.SOURCE_DIR})
+        return job, run_dir, log
+
+    def assertContinuous(self, run_dir, steps, log):
+        got = train_steps(run_dir)
+        self.assertEqual(got, list(range(1, steps + 1)),
+                         "metrics.jsonl train steps must be 1..%d in order, no gap, no repeat\n%s" % (steps, read(log)[-4000:]))
+
+    def latest_checkpoint(self, run_dir):
+        ckpt = os.path.join(run_dir, "checkpoints")
+        latest = os.path.join(ckpt, "latest")
+        self.assertTrue(os.path.exists(latest), "no checkpoints/latest in %s" % run_dir)
+        path = os.path.join(ckpt, read(latest).strip())
+        self.assertTrue(os.path.getsize(path) > 0, path)
+        return path
+
+    def test_a_job_completes(self):
+        start = time.time()
+        steps = 30
+        job, run_dir, log = self.submit("complete", steps, ["run.checkpoint_every=10", "train.eval_every=10"])
+        info = self.cluster.wait_for(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"), timeout=400)
+        self.assertEqual(info.get("JobState"), "COMPLETED", "%s\n%s" % (info, read(log)[-4000:]))
+        self.assertEqual(info.get("ExitCode"), "0:0", info)
+        self.assertEqual(info.get("NumTasks"), "2", info)
+        self.assertContinuous(run_dir, steps, log)
+        self.assertTrue(self.latest_checkpoint(run_dir).endswith("step-%08d.h5" % steps))
+        self.assertIn("srun --mpi=pmix", read(log))
+        print("completion path: %.1f s" % (time.time() - start), flush=True)
+
+    def test_b_preempt_requeue_resume(self):
+        start = time.time()
+        steps = 60
+        job, run_dir, log = self.submit("preempt", steps, ["run.checkpoint_every=1000", "train.eval_every=1000"])
+        self.cluster.wait_for(job, "RUNNING", timeout=120)
+        # Let the first run make progress, then signal the batch shell as --signal=B:USR1 does.
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            if os.path.exists(os.path.join(run_dir, "metrics.jsonl")) and len(train_steps(run_dir)) >= 3:
+                break
+            time.sleep(0.2)
+        else:
+            self.fail("the first run made no progress in 300 s\n%s" % read(log)[-4000:])
+        self.cluster.scancel("--signal=USR1", "--batch", job)
+        requeued = self.cluster.wait_for(job, ("PENDING", "FAILED", "CANCELLED", "COMPLETED"), timeout=300)
+        self.assertEqual(requeued.get("JobState"), "PENDING", "%s\n%s" % (requeued, read(log)[-4000:]))
+        self.assertEqual(requeued.get("Restarts"), "1", requeued)
+        stopped = self.latest_checkpoint(run_dir)
+        stopped_step = int(os.path.basename(stopped)[5:13])
+        self.assertLess(stopped_step, steps, "the first run must stop early, at a checkpoint")
+        self.assertEqual(train_steps(run_dir)[-1], stopped_step,
+                         "the checkpoint is written at the step boundary where the run stopped")
+
+        info = self.cluster.wait_for(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"), timeout=400)
+        out = read(log)
+        self.assertEqual(info.get("JobState"), "COMPLETED", "%s\n%s" % (info, out[-4000:]))
+        self.assertEqual(info.get("Restarts"), "1", info)
+        self.assertIn("job.sh: SIGUSR1", out)
+        self.assertIn("training step exited with 75", out)
+        self.assertIn("requeueing job %s" % job, out)
+        self.assertIn("run 2 on", out)
+        self.assertRegex(out, r"resuming from .*step-%08d\.h5" % stopped_step)
+        self.assertContinuous(run_dir, steps, log)
+        self.assertTrue(self.latest_checkpoint(run_dir).endswith("step-%08d.h5" % steps))
+        print("preempt-requeue-resume path: %.1f s (stopped at step %d of %d)" % (time.time() - start, stopped_step, steps),
+              flush=True)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
