@@ -42,7 +42,7 @@ case $launcher in
   srun)
     # srun does not inherit --cpus-per-task from sbatch since Slurm 22.05: pass it on.
     # --kill-on-bad-exit=0: rank 0 may still be writing the checkpoint when the others exit 75.
-    step=(srun --mpi=pmix --kill-on-bad-exit=0 --cpus-per-task="$cpus" --cpu-bind=cores) ;;
+    step=(srun --mpi=pmix --kill-on-bad-exit=0 --cpus-per-task="$cpus") ;;
   mpirun)
     step=(mpirun -np "${SLURM_NTASKS:?SLURM_NTASKS is unset: give the template --ntasks or --ntasks-per-node}"
           $(mb_root_flags) --map-by "slot:PE=$cpus" --bind-to core) ;;
