@@ -1,5 +1,6 @@
+# shellcheck shell=bash
 # Shared by the launch/ scripts and slurm/job.sh (sourced, never run). Bash only.
-# Everything here is a function or a read-only fact; nothing runs at source time.
+# Everything here is a function or a fact about this machine; nothing is launched.
 
 # The repository root: launch/..
 MB_HOME=${MEGABATCH_HOME:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
@@ -27,17 +28,16 @@ mb_find_bin() {
 }
 
 # Open MPI refuses to start as root unless told; containers often run as root. Only then.
-mb_root_flags() {
-  if [[ $(id -u) -eq 0 ]]; then echo "--allow-run-as-root"; fi
-}
+# shellcheck disable=SC2034  # used by the scripts that source this file
+if [[ $(id -u) -eq 0 ]]; then MB_ROOT_FLAGS=(--allow-run-as-root); else MB_ROOT_FLAGS=(); fi
 
 # GPUs this process may use: CUDA_VISIBLE_DEVICES when set, else nvidia-smi, else 0.
 mb_count_gpus() {
   if [[ -n ${CUDA_VISIBLE_DEVICES+set} ]]; then
-    local list=${CUDA_VISIBLE_DEVICES//,/ }
-    [[ $list == NoDevFiles || -z ${list// /} ]] && { echo 0; return; }
-    set -- $list
-    echo $#
+    local ids
+    IFS=, read -ra ids <<<"$CUDA_VISIBLE_DEVICES"
+    [[ ${ids[0]:-} == NoDevFiles ]] && ids=()
+    echo "${#ids[@]}"
   elif command -v nvidia-smi >/dev/null 2>&1; then
     nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true
   else

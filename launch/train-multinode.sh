@@ -100,7 +100,7 @@ else
   [[ $cpus_per_rank -ge 1 ]] || cpus_per_rank=1
 fi
 
-mpi=(mpirun -np "$np" --hostfile "$hostfile" $(mb_root_flags))
+mpi=(mpirun -np "$np" --hostfile "$hostfile" "${MB_ROOT_FLAGS[@]}")
 if [[ $bind == core ]]; then
   mpi+=(--map-by "slot:PE=$cpus_per_rank" --bind-to core)
 else

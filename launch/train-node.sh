@@ -77,7 +77,7 @@ else
   [[ $cpus_per_rank -ge 1 ]] || cpus_per_rank=1
 fi
 
-mpi=(mpirun -np "$np" $(mb_root_flags))
+mpi=(mpirun -np "$np" "${MB_ROOT_FLAGS[@]}")
 if (( np * cpus_per_rank > cores )); then
   echo "train-node.sh: $np ranks x $cpus_per_rank cores > $cores cores: no binding, oversubscribed" >&2
   bind=none

@@ -45,7 +45,7 @@ case $launcher in
     step=(srun --mpi=pmix --kill-on-bad-exit=0 --cpus-per-task="$cpus") ;;
   mpirun)
     step=(mpirun -np "${SLURM_NTASKS:?SLURM_NTASKS is unset: give the template --ntasks or --ntasks-per-node}"
-          $(mb_root_flags) --map-by "slot:PE=$cpus" --bind-to core) ;;
+          "${MB_ROOT_FLAGS[@]}" --map-by "slot:PE=$cpus" --bind-to core) ;;
   *) mb_die 2 "MB_LAUNCHER=$launcher: expected srun or mpirun" ;;
 esac
 extra=${MB_SRUN_ARGS:-}
