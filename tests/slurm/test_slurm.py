@@ -68,12 +68,13 @@ class SlurmTest(unittest.TestCase):
         cls._tmp.cleanup()
         print("slurm test total %.1f s" % (time.time() - cls.started), flush=True)
 
-    def submit(self, name, steps, extra=()):
+    def submit(self, name, steps, extra=(), sbatch=(), env=None):
         run_dir = os.path.join(self.tmp, name)
         log = os.path.join(self.tmp, name + ".out")
-        args = ["--job-name=" + name, "--output=" + log, TEMPLATE, DEMO, "data.path=" + self.data,
-                "run.dir=" + run_dir, "train.max_steps=%d" % steps, "run.log_every=1"] + list(extra)
-        job = self.cluster.sbatch(args, cwd=self.tmp, env={"MEGABATCH_HOME": mbtest.SOURCE_DIR})
+        args = ["--job-name=" + name, "--output=" + log] + list(sbatch) + [
+            TEMPLATE, DEMO, "data.path=" + self.data, "run.dir=" + run_dir, "train.max_steps=%d" % steps,
+            "run.log_every=1"] + list(extra)
+        job = self.cluster.sbatch(args, cwd=self.tmp, env=dict(env or {}, MEGABATCH_HOME=mbtest.SOURCE_DIR))
         return job, run_dir, log
 
     def assertContinuous(self, run_dir, steps, log):
@@ -138,6 +139,26 @@ class SlurmTest(unittest.TestCase):
         self.assertTrue(self.latest_checkpoint(run_dir).endswith("step-%08d.h5" % steps))
         print("preempt-requeue-resume path: %.1f s (stopped at step %d of %d)" % (time.time() - start, stopped_step, steps),
               flush=True)
+
+    def test_c_time_limit_signal_from_slurm(self):
+        """No scancel: SLURM itself sends --signal=B:USR1@45 to a job with a 1-minute limit."""
+        start = time.time()
+        steps = 100000  # more than two runs can do: each run ends by the signal
+        job, run_dir, log = self.submit("timelimit", steps, ["run.checkpoint_every=1000000", "train.eval_every=1000000"],
+                                        sbatch=["--time=1", "--signal=B:USR1@45"], env={"MB_MAX_RESTARTS": "1"})
+        info = self.cluster.wait_for(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"), timeout=400)
+        out = read(log)
+        # Run 1: signalled, checkpointed, requeued. Run 2: signalled, checkpointed, and, with
+        # MB_MAX_RESTARTS=1, not requeued again: the job ends with the trainer's 75.
+        self.assertEqual((info.get("JobState"), info.get("ExitCode"), info.get("Restarts")), ("FAILED", "75:0", "1"),
+                         "%s\n%s" % (info, out[-4000:]))
+        self.assertEqual(out.count("job.sh: SIGUSR1"), 2, out[-4000:])
+        self.assertEqual(out.count("training step exited with 75"), 2, out[-4000:])
+        self.assertIn("already restarted 1 times (MB_MAX_RESTARTS=1): not requeueing", out)
+        got = train_steps(run_dir)
+        self.assertEqual(got, list(range(1, len(got) + 1)), "steps continue with no gap and no repeat")
+        self.assertTrue(self.latest_checkpoint(run_dir).endswith("step-%08d.h5" % got[-1]))
+        print("time-limit signal path: %.1f s (%d steps over 2 runs)" % (time.time() - start, got[-1]), flush=True)
 
 
 if __name__ == "__main__":
