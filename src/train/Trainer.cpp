@@ -77,10 +77,7 @@ void loadModelState(torch::nn::Module& module, const NamedTensors& saved, const 
   }
 }
 
-// OMP_NUM_THREADS first: launch/ and slurm/ set it to the cores each rank is bound to.
 int defaultThreads(const dist::Runtime& runtime) {
-  auto threads = env::getInt("OMP_NUM_THREADS");
-  if (threads && *threads > 0) return static_cast<int>(*threads);
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   return std::max(1, static_cast<int>(cores) / std::max(1, runtime.topology().localSize));
 }
