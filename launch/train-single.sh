@@ -13,8 +13,8 @@ no mpirun, no MPI). Use it for one GPU, or for the CPU.
 Options:
   --gpu I          use only GPU I (sets CUDA_VISIBLE_DEVICES=I); the trainer then sees cuda:0
   --cpu            train on the CPU even where GPUs exist (adds train.device=cpu)
-  --threads N      CPU threads (OMP_NUM_THREADS); default: $OMP_NUM_THREADS if set, else the
-                   physical cores of this machine
+  --threads N      CPU threads: adds train.threads=N and sets OMP_NUM_THREADS=N; default: the
+                   trainer's own choice (the CPUs this process may run on)
   --dry-run        print the command and the environment it sets, run nothing
   -h, --help       this text
 
@@ -57,14 +57,15 @@ shift
 
 bin=$(mb_find_bin)
 [[ -n $gpu ]] && export CUDA_VISIBLE_DEVICES=$gpu
-export OMP_NUM_THREADS=${threads:-${OMP_NUM_THREADS:-$(mb_count_cores)}}
+[[ -n $threads ]] && export OMP_NUM_THREADS=$threads
 cmd=("$bin" train --config "$config")
 [[ $cpu == 1 ]] && cmd+=(train.device=cpu)
+[[ -n $threads ]] && cmd+=("train.threads=$threads")
 cmd+=("$@")
 
 if [[ $dry_run == 1 ]]; then
   [[ -n $gpu ]] && echo "CUDA_VISIBLE_DEVICES=$gpu"
-  echo "OMP_NUM_THREADS=$OMP_NUM_THREADS"
+  [[ -n $threads ]] && echo "OMP_NUM_THREADS=$threads"
   mb_show_command "${cmd[@]}"
   exit 0
 fi
