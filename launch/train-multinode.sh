@@ -39,6 +39,8 @@ MEGABATCH_*, TORCH_*, OMP_NUM_THREADS, PATH, LD_LIBRARY_PATH. Set e.g. NCCL_DEBU
 NCCL_IB_GID_INDEX=3 (RoCE), or MEGABATCH_LOG_ALL_RANKS=1 before calling the script.
 Runs as root (containers) get --allow-run-as-root; no one else does.
 
+The binary: $MEGABATCH_BIN, else <repo>/build/megabatch, else megabatch on PATH; the same path
+must hold it on every host.
 Exit codes are the job's, as for launch/train-node.sh (75: stopped after a checkpoint;
 rerun the same command to resume).
 

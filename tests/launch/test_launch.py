@@ -131,7 +131,7 @@ class LaunchTest(mbtest.TempDirTestCase):
 
     def test_sigusr1_to_mpirun_checkpoints_and_rerun_resumes(self):
         run = self.path("stop")
-        steps = 400
+        steps = 120
         args = [os.path.join(LAUNCH, "train-node.sh"), "-n", "2", "--cpu", DEMO] + overrides(self.data, run, steps)
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
         deadline = time.time() + 300

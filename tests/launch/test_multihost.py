@@ -66,6 +66,7 @@ class TwoHosts:
         with open(self.agent, "w") as f:
             f.write("#!/bin/bash\n# plm_rsh_agent: HOST COMMAND... -> run COMMAND in HOST's namespace\n"
                     "host=$1; shift\ncase $host in\n%s\n  *) echo \"netns-rsh: unknown host $host\" >&2; exit 255 ;;\nesac\n"
+                    "echo \"$host $ns $*\" >> \"$0.log\"\n"
                     "exec ip netns exec $ns unshare --uts /bin/sh -c \"hostname $name; $*\"\n" % cases)
         os.chmod(self.agent, os.stat(self.agent).st_mode | stat.S_IXUSR)
 
@@ -102,19 +103,24 @@ class MultiHostTest(mbtest.TempDirTestCase):
         try:
             hostfile = self.write("hosts", "%s slots=1\n%s slots=1\n" % tuple(hosts.addr))
             run = self.path("two-hosts")
-            # Every rank logs (MEGABATCH_LOG_ALL_RANKS), so rank 1 says where it runs.
-            env = dict(os.environ, MEGABATCH_LOG_ALL_RANKS="1",
-                       MB_MPIRUN_ARGS="--mca plm_rsh_agent %s --display-map" % hosts.agent)
+            env = dict(os.environ, MB_MPIRUN_ARGS="--mca plm_rsh_agent %s --display-map" % hosts.agent)
             cmd = [os.path.join(LAUNCH, "train-multinode.sh"), "--hostfile", hostfile, "--net", "tcp",
                    "--ifname", IFNAME, "--cpu", DEMO] + overrides(data, run)
             r = hosts.run_on_first(cmd, env, timeout=600)
         finally:
             hosts.close()
         self.assertExit(r, 0, "[r0/2]")
-        # Open MPI's map has one rank on each host, and rank 1 ran on the second host, alone there.
-        self.assertIn("Data for node: %s" % hosts.names[0], r.output)
-        self.assertIn("Data for node: %s" % hosts.addr[1], r.output)
-        self.assertIn("rank 1 (local 0/1) on %s" % hosts.names[1], r.output)
+        # Open MPI's map puts rank 0 on the first host and rank 1 on the second, whose daemon
+        # the agent started inside the second namespace.
+        self.assertRegex(r.output, r"Data for node: %s\s[^\n]*\n\s*Process OMPI jobid: \S+ App: 0 Process rank: 0"
+                         % hosts.names[0])
+        self.assertRegex(r.output, r"Data for node: %s\s[^\n]*\n\s*Process OMPI jobid: \S+ App: 0 Process rank: 1"
+                         % hosts.addr[1].replace(".", r"\."))
+        with open(hosts.agent + ".log") as f:
+            started = f.read()
+        self.assertRegex(started, r"%s %s\s+orted " % (hosts.addr[1].replace(".", r"\."), hosts.ns[1]))
+        # ... and told it to call back over the veth link, not loopback.
+        self.assertIn("tcp://%s:" % hosts.addr[0], started)
         self.assertEqual(train_steps(run), list(range(1, STEPS + 1)), r.output[-3000:])
         ref, got = final_params(single), final_params(run)
         self.assertEqual(sorted(ref), sorted(got))

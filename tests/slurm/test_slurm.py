@@ -56,7 +56,9 @@ class SlurmTest(unittest.TestCase):
             raise
         print("cluster up in %.1f s" % (time.time() - cls.started), flush=True)
         cls.data = os.path.join(cls.tmp, "demo.h5")
-        r = mbtest.run(["data", "synth-series", "--out", cls.data], timeout=300)
+        # The streams of configs/demo.yaml, fewer rows: the demo's shapes at test size.
+        r = mbtest.run(["data", "synth-series", "--out", cls.data, "--rows", "20000", "--streams", "m1:1,m5:5,h1:60"],
+                       timeout=300)
         if r.returncode != 0:
             cls.tearDownClass()
             raise RuntimeError("could not make the demo data:\n%r" % r)
