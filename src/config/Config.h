@@ -56,7 +56,9 @@ struct DataConfig {
   std::int64_t context = 128;       // tokens layout: a sample is context+1 tokens
   DataNames names;
   double memoryFraction = 0.75;     // share of device (or host) memory the resident data may use
-  std::int64_t streamChunkShards = 1;  // stream mode: canonical shards per chunk
+  bool hostMmap = true;             // host residency: map uncompressed datasets (zero copy)
+  double memoryBudgetMb = 0;        // per-rank budget for resident data; 0 = memory_fraction of memory
+  std::int64_t streamChunkItems = 16384;  // stream residency: items per chunk per shard (GlobalOrder)
 };
 
 struct ModelConfig {

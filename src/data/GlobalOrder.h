@@ -44,6 +44,8 @@ class GlobalOrder {
   std::int64_t numItems() const { return numItems_; }
   std::int64_t numShards() const { return numShards_; }
   std::int64_t globalBatch() const { return globalBatch_; }
+  bool shuffle() const { return shuffle_; }
+  std::int64_t chunkItems() const { return chunkItems_; }
   std::int64_t batchesPerEpoch() const;
   // Items in global batch b (G, or fewer for the epoch's last batch).
   std::int64_t batchSize(std::int64_t batch) const;

@@ -14,6 +14,7 @@
 // resident stream, never a materialised copy per sample.
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -29,12 +30,26 @@ class Communicator;
 
 namespace mb::data {
 
+// What load() did on this rank, for logs, `megabatch data check`, and benchmarks.
+struct LoadStats {
+  Residency residency = Residency::kHost;  // resolved (never kAuto)
+  std::string io;                          // "MPI-IO, collective transfers" / "sec2, ..."
+  double validateSeconds = 0;              // schema, index arrays, planning
+  double readSeconds = 0;                  // the (collective) reads and mappings of this rank's rows
+  double checkSeconds = 0;                 // value checks (non-finite, labels, tokens)
+  std::int64_t bytesRead = 0;              // resident bytes read by this rank
+  std::int64_t bytesMapped = 0;            // resident bytes mapped from the page cache (host_mmap)
+  std::int64_t budgetBytes = 0;            // memory budget this rank was checked against
+  std::string budget;                      // how the budget was derived
+};
+
 class ShardedData {
  public:
   virtual ~ShardedData() = default;
 
-  // Collective. Throws (agreed on every rank) DataError for bad input, ConfigError for a
-  // config that does not fit the data (e.g. V > train samples, V < world size).
+  // Collective. Throws (agreed on every rank) DataError (exit 3) for bad input, including a
+  // train split with fewer samples than V; ConfigError (exit 2) for V < world size and for
+  // resident data over the memory budget (docs/data-format.md "Errors").
   static std::unique_ptr<ShardedData> load(const Config& config, dist::Communicator& control,
                                            c10::Device device);
 
@@ -61,7 +76,9 @@ class ShardedData {
   virtual Batch evalBatch(Split split, std::int64_t begin, std::int64_t end, at::ScalarType inputType) = 0;
 
   // Bytes held resident for this rank (features + targets + indices), for logs and tests.
+  // Stream residency: the val/test parts plus the chunks resident now.
   virtual std::int64_t residentBytes() const = 0;
+  virtual LoadStats loadStats() const { return {}; }
 };
 
 }  // namespace mb::data

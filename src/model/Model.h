@@ -43,6 +43,14 @@ class Model : public torch::nn::Module {
   // hidden states of a stateful LSTM's lanes. Empty for most models.
   virtual NamedTensors extraState() const { return {}; }
   virtual void loadExtraState(const NamedTensors& state) {}
+  // Forgets carried state (the lanes restart, e.g. at an epoch start). No-op for most models.
+  virtual void resetState() {}
+
+  // state_dict names that alias another entry, as {alias, source}: tied weights such as gpt's
+  // lm_head.weight = transformer.wte.weight. The alias is not registered as a parameter (so
+  // parameters() lists each tensor once for the optimizer and the gradient reducer), but
+  // the state dict carries it under both names, as PyTorch's state_dict() does.
+  virtual std::vector<std::pair<std::string, std::string>> tiedWeights() const { return {}; }
 };
 
 // Builds the model `config.kind` for the data described by `info`, with parameters

@@ -77,11 +77,6 @@ void loadModelState(torch::nn::Module& module, const NamedTensors& saved, const 
   }
 }
 
-int defaultThreads(const dist::Runtime& runtime) {
-  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  return std::max(1, static_cast<int>(cores) / std::max(1, runtime.topology().localSize));
-}
-
 }  // namespace
 
 // Rolling statistics between two log lines.
@@ -120,16 +115,13 @@ void Trainer::setUpDevice() {
   bool useCuda = config_.train.device == DeviceKind::kCuda ||
                  (config_.train.device == DeviceKind::kAuto && cudaAvailable);
   if (useCuda) {
-    int visible = static_cast<int>(torch::cuda::device_count());
-    int index = runtime_.topology().localRank % visible;
+    int index = runtime_.selectCudaDevice(static_cast<int>(torch::cuda::device_count()));
     device_ = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
     enableFastCudaMath();
   }
-  int threads = config_.train.threads > 0 ? static_cast<int>(config_.train.threads) : defaultThreads(runtime_);
+  int threads = runtime_.cpuThreadsPerRank(config_.train.threads);
   at::set_num_threads(threads);
-  log::get("dist").info("rank {} (local {}/{}) on {}: device {}, {} CPU threads", runtime_.rank(),
-                        runtime_.topology().localRank, runtime_.topology().localSize, runtime_.topology().host,
-                        device_.str(), threads);
+  logger().info("device {}, {} CPU threads per rank, {} rank(s)", device_.str(), threads, runtime_.size());
   dataComm_ = runtime_.makeDataCommunicator(config_.dist.backend, useCuda ? "cuda" : "cpu",
                                             useCuda ? device_.index() : -1);
   at::manual_seed(static_cast<std::uint64_t>(config_.train.seed) * 1000003ULL + runtime_.rank());
@@ -233,11 +225,7 @@ void Trainer::buildModelAndOptimizer() {
     names.push_back(item.key());
   }
   optimizer_ = std::make_unique<Optimizer>(config_.optim, parameters);
-  dist::ReducerOptions options;
-  options.bucketMb = config_.dist.bucketMb;
-  options.firstBucketMb = config_.dist.firstBucketMb;
-  options.transportType = config_.dist.gradDtype == DType::kBf16 ? at::kBFloat16 : at::kFloat;
-  reducer_ = std::make_unique<dist::GradientReducer>(dataComm_, tensors, names, options);
+  reducer_ = std::make_unique<dist::GradientReducer>(dataComm_, tensors, names, dist::reducerOptionsFrom(config_.dist));
   std::int64_t count = 0;
   for (const auto& t : tensors) count += t.numel();
   logger().info("model {}: {} parameters in {} tensors, {} gradient buckets", model_->kind(), count,
@@ -447,14 +435,19 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
                 samplesPerSecond, tokens ? fmt::format(" | {:.0f} tokens/s", tokensPerSecond) : std::string(),
                 1000.0 * stepSeconds, str::humanDuration(remaining),
                 str::humanBytes(static_cast<double>(processMemoryBytes())));
-  if (dataShare > 0.10)
-    logger().warn("input pipeline: data time is {:.0f}% of step time; the model waits for batches "
-                  "(try data.residency=device/host, or fewer ranks per node)",
-                  100 * dataShare);
-  if (commShare > 0.10 && runtime_.size() > 1)
-    logger().warn("communication: waiting for gradients takes {:.0f}% of step time (try a larger "
-                  "train.global_batch per rank, dist.grad_dtype=bf16, or fewer ranks)",
-                  100 * commShare);
+  // Rank 0 speaks for the job, on the first slow window and then every 20th, so SLURM logs stay readable.
+  const bool slowData = dataShare > 0.10;
+  const bool slowComm = commShare > 0.10 && runtime_.size() > 1;
+  if (isRoot() && (slowData || slowComm) && slowWindows_++ % 20 == 0) {
+    if (slowData)
+      logger().warn("input pipeline: data time is {:.0f}% of step time; the model waits for batches "
+                    "(use data.residency=device or host rather than stream, or give each rank more threads)",
+                    100 * dataShare);
+    if (slowComm)
+      logger().warn("communication: waiting for gradients takes {:.0f}% of step time (a slower rank, or the "
+                    "network: try a larger per-rank batch, dist.grad_dtype=bf16, or fewer ranks per node)",
+                    100 * commShare);
+  }
   window = Window();
 }
 

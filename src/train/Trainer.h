@@ -90,6 +90,7 @@ class Trainer {
   std::int64_t microBatch_ = 0;
   std::int64_t lastCheckpointStep_ = -1;
   std::int64_t epochMemoryStart_ = -1;
+  std::int64_t slowWindows_ = 0;  // log windows with a data or communication warning
   // Test hooks (environment): MEGABATCH_FAULT_NAN_STEP / _COUNT / _RANK make the loss NaN on
   // steps [STEP, STEP+COUNT) on rank RANK (all ranks if unset); MEGABATCH_FAULT_STOP_STEP acts
   // as a SIGTERM at that step.

@@ -1,0 +1,185 @@
+// megabatch inspect for data files: layout, datasets, time range, samples, attributes.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <ctime>
+#include <sstream>
+
+#include <ATen/Functions.h>
+
+#include "common/Error.h"
+#include "common/Hdf5.h"
+#include "common/Strings.h"
+#include "data/Tools.h"
+
+namespace mb::data {
+namespace {
+
+struct Entry {
+  std::string path;
+  h5::DatasetInfo info;
+};
+
+void collect(hid_t file, const std::string& group, std::vector<Entry>& out) {
+  h5::Handle handle = h5::openGroup(file, group.empty() ? "/" : group, ExitCode::kData);
+  for (const auto& name : h5::listGroup(handle.get())) {
+    std::string path = group.empty() ? name : group + "/" + name;
+    if (h5::isGroup(file, path)) {
+      collect(file, path, out);
+    } else if (h5::isDataset(file, path)) {
+      h5::Handle dataset = h5::openDataset(file, path, ExitCode::kData);
+      out.push_back({path, h5::describe(dataset.get())});
+    }
+  }
+}
+
+std::string shapeText(const std::vector<std::int64_t>& dims) {
+  std::vector<std::string> parts;
+  for (auto d : dims)
+    parts.push_back(std::to_string(d));
+  return "[" + str::join(parts, ", ") + "]";
+}
+
+std::string storage(const h5::DatasetInfo& info) {
+  if (info.chunkDims.empty()) return "contiguous";
+  std::string text = "chunks " + shapeText(info.chunkDims);
+  if (info.gzip) text += " gzip";
+  if (info.fletcher32) text += " fletcher32";
+  return text;
+}
+
+// "2024-01-01T00:01:00Z" for plausible Unix seconds, else the raw number.
+std::string timeText(std::int64_t value) {
+  if (value < 100000000 || value > 10000000000LL) return std::to_string(value);
+  std::time_t t = static_cast<std::time_t>(value);
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char buffer[32];
+  std::strftime(buffer, sizeof(buffer), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return buffer;
+}
+
+std::int64_t valueAt(hid_t file, const std::string& path, std::int64_t row) {
+  h5::Handle dataset = h5::openDataset(file, path, ExitCode::kData);
+  at::Tensor v = h5::readRows(dataset.get(), row, row + 1, at::kLong, ExitCode::kData, path);
+  return v.data_ptr<std::int64_t>()[0];
+}
+
+herr_t collectAttribute(hid_t, const char* name, const H5A_info_t*, void* data) {
+  static_cast<std::vector<std::string>*>(data)->push_back(name);
+  return 0;
+}
+
+std::string attributeText(hid_t object, const std::string& name) {
+  h5::Handle attribute(H5Aopen(object, name.c_str(), H5P_DEFAULT), H5Aclose);
+  h5::Handle type(H5Aget_type(attribute.get()), H5Tclose);
+  h5::Handle space(H5Aget_space(attribute.get()), H5Sclose);
+  if (H5Sget_simple_extent_npoints(space.get()) != 1) return "(array)";
+  switch (H5Tget_class(type.get())) {
+    case H5T_STRING:
+      return h5::readStringAttribute(object, name, ExitCode::kData);
+    case H5T_INTEGER:
+      return std::to_string(h5::readIntAttribute(object, name, ExitCode::kData));
+    case H5T_FLOAT: {
+      std::ostringstream text;
+      text << h5::readDoubleAttribute(object, name, ExitCode::kData);
+      return text.str();
+    }
+    default:
+      return "(" + std::to_string(H5Tget_size(type.get())) + "-byte value)";
+  }
+}
+
+std::vector<std::string> attributeLines(hid_t object, const std::string& prefix) {
+  std::vector<std::string> names;
+  hsize_t index = 0;
+  H5Aiterate2(object, H5_INDEX_NAME, H5_ITER_INC, &index, collectAttribute, &names);
+  std::vector<std::string> lines;
+  for (const auto& name : names)
+    lines.push_back("  " + prefix + name + " = " + attributeText(object, name));
+  return lines;
+}
+
+std::string layoutSummary(hid_t file, const std::vector<Entry>& entries) {
+  std::ostringstream text;
+  auto find = [&](const std::string& path) -> const Entry* {
+    for (const auto& e : entries) {
+      if (e.path == path) return &e;
+    }
+    return nullptr;
+  };
+  if (const Entry* tokens = find("tokens")) {
+    text << "layout: tokens, " << tokens->info.rows() << " tokens (" << tokens->info.typeName()
+         << ")";
+    h5::Handle dataset = h5::openDataset(file, "tokens", ExitCode::kData);
+    if (h5::hasAttribute(dataset.get(), "vocab_size"))
+      text << ", vocab_size " << h5::readIntAttribute(dataset.get(), "vocab_size", ExitCode::kData);
+    std::int64_t t = tokens->info.rows();
+    text << "\nsamples: (tokens - 1) / context, e.g. " << (t - 1) / 128 << " at context 128";
+  } else if (h5::isGroup(file, "series")) {
+    text << "layout: series, streams:";
+    h5::Handle group = h5::openGroup(file, "series", ExitCode::kData);
+    for (const auto& name : h5::listGroup(group.get())) {
+      if (const Entry* values = find("series/" + name + "/values"))
+        text << " " << name << " " << shapeText(values->info.dims);
+    }
+    for (const auto& e : entries) {
+      if (str::startsWith(e.path, "samples/end/")) {
+        text << "\nsamples: " << e.info.rows() << " (rows of /" << e.path << ")";
+        break;
+      }
+    }
+  } else if (const Entry* features = find("features")) {
+    text << "layout: samples, features " << shapeText(features->info.dims) << " "
+         << features->info.typeName() << "\nsamples: " << features->info.rows();
+  } else {
+    text
+        << "layout: none recognised (no /tokens, /series, or /features; names may be remapped with "
+           "data.names.* in a config)";
+  }
+  if (const Entry* times = find("timestamps")) {
+    if (times->info.rows() > 0 && times->info.typeClass == H5T_INTEGER)
+      text << "\ntime range: " << timeText(valueAt(file, "timestamps", 0)) << " .. "
+           << timeText(valueAt(file, "timestamps", times->info.rows() - 1)) << " (/timestamps)";
+  }
+  return text.str();
+}
+
+}  // namespace
+
+bool looksLikeCheckpoint(const std::string& path) {
+  h5::Handle file = h5::openFile(path, false, ExitCode::kData);
+  return h5::isGroup(file.get(), "meta");
+}
+
+std::string describeDataFile(const std::string& path) {
+  h5::Handle file = h5::openFile(path, false, ExitCode::kData);
+  std::vector<Entry> entries;
+  collect(file.get(), "", entries);
+  struct stat st {};
+  ::stat(path.c_str(), &st);
+  std::ostringstream text;
+  text << path << " (" << str::humanBytes(static_cast<double>(st.st_size)) << ", HDF5)\n";
+  text << layoutSummary(file.get(), entries) << "\n";
+  text << "datasets:\n";
+  std::size_t width = 8;
+  for (const auto& e : entries)
+    width = std::max(width, e.path.size() + 1);
+  for (const auto& e : entries) {
+    char line[512];
+    std::snprintf(line, sizeof(line), "  %-*s %-20s %-9s %s\n", static_cast<int>(width),
+                  ("/" + e.path).c_str(), shapeText(e.info.dims).c_str(), e.info.typeName().c_str(),
+                  storage(e.info).c_str());
+    text << line;
+  }
+  std::vector<std::string> attributes = attributeLines(file.get(), "");
+  for (const auto& e : entries) {
+    h5::Handle dataset = h5::openDataset(file.get(), e.path, ExitCode::kData);
+    for (auto& line : attributeLines(dataset.get(), "/" + e.path + ": "))
+      attributes.push_back(line);
+  }
+  if (!attributes.empty()) text << "attributes:\n" << str::join(attributes, "\n") << "\n";
+  return text.str();
+}
+
+}  // namespace mb::data

@@ -1,0 +1,477 @@
+// ShardedData::load: validate, plan, check memory, read collectively, build the residency.
+// Every phase where ranks may fail differently runs inside dist::agreed (Note [Schema
+// validation], Note [Collective reads]); the phases in between are deterministic functions of
+// what every rank read, so all ranks take the same branches.
+#include "data/ShardedData.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+
+#include <ATen/Functions.h>
+
+#include "common/Error.h"
+#include "common/Log.h"
+#include "common/Strings.h"
+#include "data/ChunkStreamer.h"
+#include "data/MappedFile.h"
+#include "data/MemoryBudget.h"
+#include "data/Reader.h"
+#include "data/ResidentData.h"
+#include "data/Schema.h"
+#include "data/Splits.h"
+#include "data/Store.h"
+#include "dist/Agreement.h"
+#include "dist/Communicator.h"
+#include "dist/ParallelIo.h"
+
+namespace mb::data {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+constexpr std::array<Split, 3> kSplits{Split::kTrain, Split::kVal, Split::kTest};
+
+Residency resolveResidency(Residency residency, c10::Device device) {
+  if (residency == Residency::kAuto)
+    return device.is_cuda() ? Residency::kDevice : Residency::kHost;
+  return residency;
+}
+
+const char* residencyName(Residency residency) {
+  switch (residency) {
+    case Residency::kDevice:
+      return "device";
+    case Residency::kHost:
+      return "host";
+    case Residency::kStream:
+      return "stream";
+    default:
+      return "auto";
+  }
+}
+
+std::vector<InputSpec> inputSpecs(const FileSchema& s) {
+  std::vector<InputSpec> inputs;
+  switch (s.layout) {
+    case Layout::kSamples: {
+      const auto& dims = s.features.info.dims;
+      inputs.push_back({"features", dims.size() == 3 ? dims[1] : 0, dims.back()});
+      break;
+    }
+    case Layout::kSeries:
+      for (const auto& stream : s.streams)
+        inputs.push_back({stream.name, stream.window, stream.values.dim(1)});
+      break;
+    case Layout::kTokens:
+      inputs.push_back({"tokens", s.context, 0});
+      break;
+  }
+  return inputs;
+}
+
+// "One window" of Note [Splits and embargo].
+NextStart embargoRule(const FileSchema& s, const SplitConfig& split, SampleIndex& index) {
+  if (split.embargo >= 0) return fixedGap(split.embargo);
+  switch (s.layout) {
+    case Layout::kSeries:
+      return [&index](std::int64_t previous, std::int64_t cut) {
+        return index.firstDisjoint(previous, cut);
+      };
+    case Layout::kSamples:
+      return fixedGap(s.features.info.dims.size() == 3 ? s.features.dim(1) : 0);
+    case Layout::kTokens:
+      return fixedGap(1);
+  }
+  return fixedGap(0);
+}
+
+std::uint64_t hostHash(int deviceIndex) {
+  char name[256] = {0};
+  gethostname(name, sizeof(name) - 1);
+  std::string key = std::string(name) + "#" + std::to_string(deviceIndex);
+  return hashBytes(key.data(), key.size());
+}
+
+class Loader {
+ public:
+  Loader(const Config& config, dist::Communicator& comm, c10::Device device)
+      : config_(config),
+        comm_(comm),
+        device_(device),
+        rank_(comm.rank()),
+        world_(comm.size()),
+        residency_(resolveResidency(config.data.residency, device)),
+        storeDevice_(residency_ == Residency::kHost ? c10::Device(c10::kCPU) : device) {
+    stats_.residency = residency_;
+  }
+
+  std::unique_ptr<ShardedData> run() {
+    auto start = Clock::now();
+    dist::agreed(comm_, "checking the launch against data.canonical_shards",
+                 [&] { checkLaunch(); });
+    h5::Handle file;
+    dist::agreed(comm_, "validating " + config_.data.path, [&] { file = validate(); });
+    dist::agreed(comm_, "planning the shards of " + config_.data.path, [&] { plan(file.get()); });
+    file.reset();
+    checkSameFileEverywhere();
+    stats_.validateSeconds = secondsSince(start);
+    checkMemory();
+    std::array<std::vector<at::Tensor>, 3> tensors;
+    dist::agreed(comm_, "allocating memory for " + config_.data.path,
+                 [&] { tensors = allocate(); });
+    read(tensors);
+    start = Clock::now();
+    dist::agreed(comm_, "checking the values of " + config_.data.path,
+                 [&] { checkLoadedValues(tensors); });
+    stats_.checkSeconds = secondsSince(start);
+    return build(std::move(tensors));
+  }
+
+ private:
+  void checkLaunch() {
+    std::int64_t shards = config_.data.canonicalShards;
+    if (shards < world_)
+      throw ConfigError(
+          "data.canonical_shards = " + std::to_string(shards) + " is smaller than the " +
+              std::to_string(world_) + " ranks launched: every rank needs at least one shard",
+          "set data.canonical_shards >= " + std::to_string(world_) + " (it caps the ranks a run " +
+              "can use or resume on), or launch fewer ranks");
+  }
+
+  // Structure and this rank's slice of the index arrays (Note [Schema validation]).
+  h5::Handle validate() {
+    h5::Handle file = h5::openFile(config_.data.path, false, ExitCode::kData);
+    schema_ = readSchema(file.get(), config_.data.path, config_);
+    checkIndexSlice(file.get(), schema_, rank_, world_);
+    return file;
+  }
+
+  // Splits, order, and every rank's reads: the same on every rank once validation passed.
+  void plan(hid_t file) {
+    SampleIndex index(file, schema_);
+    std::int64_t first = schema_.layout == Layout::kSeries ? index.firstComplete() : 0;
+    if (first >= schema_.numSamples) throw noCompleteWindow(index);
+    if (first > 0 && rank_ == 0)
+      log::get("data").warn(
+          "{}: skipping the first {} samples: their windows would start before row 0", schema_.path,
+          first);
+    auto splits = planSplits({first, schema_.numSamples}, config_.data.split,
+                             embargoRule(schema_, config_.data.split, index), schema_.path);
+    fillInfo(splits);
+    info_.fingerprint = fingerprint(file, schema_, index);
+    checkShardCount();
+    order_.emplace(info_.split(Split::kTrain).size(), config_.data.canonicalShards,
+                   static_cast<std::uint64_t>(config_.train.seed), config_.train.globalBatch,
+                   config_.data.shuffle,
+                   residency_ == Residency::kStream ? config_.data.streamChunkItems : 0);
+    planStores(index);
+    findMappable(file);
+    logPlan(first);
+  }
+
+  DataError noCompleteWindow(SampleIndex& index) {
+    std::string detail;
+    for (std::size_t s = 0; s < schema_.streams.size(); ++s) {
+      std::int64_t last = index.end(s, schema_.numSamples - 1);
+      if (last + 1 < schema_.streams[s].window)
+        detail = "stream " + schema_.streams[s].name + " has window " +
+                 std::to_string(schema_.streams[s].window) + " but the last sample ends at row " +
+                 std::to_string(last);
+    }
+    return DataError(
+        schema_.path + ": no sample has a complete window in every stream (" + detail + ")",
+        "shorten data.streams[].window or use a longer file");
+  }
+
+  void fillInfo(const std::array<SampleRange, 3>& splits) {
+    info_.layout = schema_.layout;
+    info_.path = schema_.path;
+    info_.numSamples = schema_.numSamples;
+    info_.splits = splits;
+    info_.inputs = inputSpecs(schema_);
+    if (schema_.layout == Layout::kTokens) {
+      info_.targetShape = {schema_.context};
+    } else {
+      info_.targetShape.assign(schema_.targets.info.dims.begin() + 1,
+                               schema_.targets.info.dims.end());
+    }
+    info_.integerTargets = schema_.classification || schema_.layout == Layout::kTokens;
+    info_.vocabSize = schema_.vocabSize;
+    info_.canonicalShards = config_.data.canonicalShards;
+    info_.hasTimestamps = schema_.timestamps.present();
+  }
+
+  void checkShardCount() {
+    std::int64_t trainSamples = info_.split(Split::kTrain).size();
+    if (trainSamples < config_.data.canonicalShards)
+      throw DataError(schema_.path + ": the train split has " + std::to_string(trainSamples) +
+                          " samples, fewer than data.canonical_shards = " +
+                          std::to_string(config_.data.canonicalShards) + " (every shard needs one)",
+                      "lower data.canonical_shards or use more data");
+  }
+
+  void planStores(SampleIndex& index) {
+    EndRow endRow = [&index](std::size_t s, std::int64_t i) { return index.end(s, i); };
+    for (Split split : kSplits) {
+      auto& plans = plans_[static_cast<int>(split)];
+      for (int r = 0; r < world_; ++r) {
+        SampleRange samples = split == Split::kTrain
+                                  ? trainPart(info_.split(split), *order_, r, world_)
+                                  : evalPart(info_.split(split), r, world_);
+        plans.push_back(planStore(schema_, samples, config_.data.residentDtype, endRow));
+      }
+    }
+  }
+
+  void logPlan(std::int64_t first) {
+    if (rank_ != 0) return;
+    const auto& t = info_.split(Split::kTrain);
+    const auto& v = info_.split(Split::kVal);
+    const auto& e = info_.split(Split::kTest);
+    log::get("data").info(
+        "{}: {} layout, {} samples (usable from {}); train [{}, {}) val [{}, {}) test [{}, {}); "
+        "V = {} shards over {} ranks; residency {}",
+        schema_.path,
+        info_.layout == Layout::kSamples  ? "samples"
+        : info_.layout == Layout::kSeries ? "series"
+                                          : "tokens",
+        schema_.numSamples, first, t.begin, t.end, v.begin, v.end, e.begin, e.end,
+        info_.canonicalShards, world_, residencyName(residency_));
+  }
+
+  // A rank that read another file would plan other reads and break the collective reads.
+  void checkSameFileEverywhere() {
+    if (world_ == 1) return;
+    auto hash =
+        static_cast<std::int64_t>(hashBytes(info_.fingerprint.data(), info_.fingerprint.size()));
+    at::Tensor all = comm_.allGather(at::full({1}, hash, at::kLong), "data: same file check");
+    for (int r = 1; r < world_; ++r) {
+      if (all[r].item<std::int64_t>() == all[0].item<std::int64_t>()) continue;
+      Error error = DataError(
+          config_.data.path + ": rank " + std::to_string(r) +
+              " sees different content than rank 0 (dataset shapes or values differ)",
+          "every rank must read the same file: use a shared filesystem or copy it to every node");
+      error.markAgreed();  // every rank reaches this same conclusion from the same gathered values
+      throw error;
+    }
+  }
+
+  const StorePlan& myPlan(Split split) const { return plans_[static_cast<int>(split)][rank_]; }
+
+  bool readsSplit(Split split) const {
+    return split != Split::kTrain || residency_ != Residency::kStream;
+  }
+
+  void checkMemory() {
+    int deviceIndex =
+        storeDevice_.is_cuda() && storeDevice_.has_index() ? storeDevice_.index() : -1;
+    at::Tensor keys =
+        comm_.allGather(at::full({1}, static_cast<std::int64_t>(hostHash(deviceIndex)), at::kLong),
+                        "data: ranks per node");
+    int sharing = static_cast<int>(keys.eq(keys[rank_]).sum().item<std::int64_t>());
+    dist::agreed(comm_, "checking the memory budget", [&] {
+      std::int64_t needed = 0;
+      for (Split split : kSplits) {
+        if (readsSplit(split)) needed += myPlan(split).bytes();
+      }
+      std::string what = "rank " + std::to_string(rank_) + "'s " +
+                         (residency_ == Residency::kStream ? "val/test parts and train chunks"
+                                                           : "train shards and val/test parts");
+      if (residency_ == Residency::kStream) needed += streamBytes();
+      MemoryBudget budget = memoryBudget(config_.data, storeDevice_, sharing);
+      stats_.budgetBytes = budget.bytes;
+      stats_.budget = budget.description;
+      checkMemoryBudget(needed, budget, what, residency_, world_);
+    });
+  }
+
+  // Stream residency: the chunk capacity times the bytes of an average chunk (plus windows).
+  std::int64_t streamBytes() const {
+    const StorePlan& train = myPlan(Split::kTrain);
+    std::int64_t items = std::max<std::int64_t>(1, train.samples.size());
+    std::int64_t chunkItems = std::min(items, std::max<std::int64_t>(1, order_->chunkItems()));
+    std::int64_t perChunk = train.bytes() / items * chunkItems;
+    for (const auto& read : train.reads) {
+      if (read.role == Role::kValues)
+        perChunk += read.bytes() / std::max<std::int64_t>(1, read.rows.size()) *
+                    schema_.streams[read.stream].window;
+    }
+    ShardRange shards = GlobalOrder::shardsOfRank(order_->numShards(), rank_, world_);
+    return perChunk * ChunkStreamer::capacityBound(*order_, shards);
+  }
+
+  // Note [Zero-copy host residency]: which datasets this load maps instead of reading. The
+  // same on every rank (file metadata and config only).
+  void findMappable(hid_t file) {
+    if (!config_.data.hostMmap || !storeDevice_.is_cpu()) return;
+    for (Split split : kSplits) {
+      if (!readsSplit(split)) continue;
+      for (const auto& read : myPlan(split).reads) {
+        if (mappable_.count(read.path)) continue;
+        mappable_[read.path] = mappableOffset(file, read.path, read.type);
+      }
+    }
+  }
+
+  bool mapped(const ReadSpec& read) const {
+    auto it = mappable_.find(read.path);
+    return it != mappable_.end() && it->second.has_value();
+  }
+
+  std::array<std::vector<at::Tensor>, 3> allocate() const {
+    std::array<std::vector<at::Tensor>, 3> tensors;
+    for (Split split : kSplits) {
+      if (!readsSplit(split)) continue;
+      for (const auto& read : myPlan(split).reads) {
+        auto options = at::TensorOptions().dtype(read.type).device(storeDevice_);
+        tensors[static_cast<int>(split)].push_back(mapped(read) ? at::Tensor()
+                                                                : at::empty(read.shape, options));
+      }
+    }
+    return tensors;
+  }
+
+  void read(std::array<std::vector<at::Tensor>, 3>& tensors) {
+    dist::ParallelIo io(comm_);
+    stats_.io = io.describe();
+    auto start = Clock::now();
+    dist::agreed(comm_, "reading " + config_.data.path, [&] {
+      readCollectively(io, tensors);
+      mapRows(tensors);  // local: after the last collective call
+    });
+    stats_.readSeconds = secondsSince(start);
+    if (rank_ == 0)
+      log::get("data").info(
+          "rank 0 loaded {} in {:.2f} s: read {} ({}), mapped {} from the page cache",
+          str::humanBytes(static_cast<double>(stats_.bytesRead + stats_.bytesMapped)),
+          stats_.readSeconds, str::humanBytes(static_cast<double>(stats_.bytesRead)), stats_.io,
+          str::humanBytes(static_cast<double>(stats_.bytesMapped)));
+  }
+
+  void readCollectively(const dist::ParallelIo& io,
+                        std::array<std::vector<at::Tensor>, 3>& tensors) {
+    h5::Handle file = h5::openFile(config_.data.path, false, ExitCode::kData, io.fileAccess());
+    RowReader reader(file.get(), io.transfer(), io.collective());
+    for (Split split : kSplits) {
+      if (!readsSplit(split)) continue;
+      const auto& plans = plans_[static_cast<int>(split)];
+      for (std::size_t i = 0; i < myPlan(split).reads.size(); ++i) {
+        if (mapped(myPlan(split).reads[i])) continue;  // on every rank alike
+        std::vector<ItemRange> allRanks;
+        for (const auto& plan : plans)
+          allRanks.push_back(plan.reads[i].rows);
+        reader.read(myPlan(split).reads[i].path, allRanks, rank_,
+                    tensors[static_cast<int>(split)][i]);
+      }
+    }
+    file.close(ExitCode::kData, config_.data.path);  // collective under MPI-IO
+    stats_.bytesRead = reader.bytesRead();
+    reader.throwIfFailed();
+  }
+
+  void mapRows(std::array<std::vector<at::Tensor>, 3>& tensors) {
+    bool unlocked = false;
+    for (Split split : kSplits) {
+      if (!readsSplit(split)) continue;
+      for (std::size_t i = 0; i < myPlan(split).reads.size(); ++i) {
+        const ReadSpec& read = myPlan(split).reads[i];
+        if (!mapped(read)) continue;
+        std::int64_t rowBytes = read.rows.size() > 0 ? read.bytes() / read.rows.size() : 0;
+        auto offset =
+            *mappable_.at(read.path) + static_cast<std::uint64_t>(read.rows.begin * rowBytes);
+        Mapping mapping = data::mapRows(config_.data.path, offset, read.shape, read.type);
+        unlocked = unlocked || (!mapping.locked && read.bytes() > 0);
+        stats_.bytesMapped += read.bytes();
+        tensors[static_cast<int>(split)][i] = std::move(mapping.tensor);
+      }
+    }
+    if (unlocked)
+      log::get("data").warn(
+          "{}: could not lock the mapped rows in memory (RLIMIT_MEMLOCK); the kernel may evict "
+          "them under memory pressure. Raise `ulimit -l` or set data.host_mmap=false",
+          config_.data.path);
+  }
+
+  void checkLoadedValues(const std::array<std::vector<at::Tensor>, 3>& tensors) {
+    for (Split split : kSplits) {
+      if (readsSplit(split)) checkValues(schema_, myPlan(split), tensors[static_cast<int>(split)]);
+    }
+  }
+
+  std::unique_ptr<ShardedData> build(std::array<std::vector<at::Tensor>, 3> tensors) {
+    std::array<Store, 3> stores;
+    for (Split split : kSplits) {
+      if (readsSplit(split))
+        stores[static_cast<int>(split)] =
+            Store(schema_, myPlan(split), std::move(tensors[static_cast<int>(split)]));
+    }
+    if (schema_.classification) info_.numClasses = numClasses(stores);
+    ShardRange shards = GlobalOrder::shardsOfRank(order_->numShards(), rank_, world_);
+    Store& val = stores[static_cast<int>(Split::kVal)];
+    Store& test = stores[static_cast<int>(Split::kTest)];
+    if (residency_ == Residency::kStream) {
+      auto streamer = std::make_unique<ChunkStreamer>(schema_, info_.split(Split::kTrain),
+                                                      config_.data.residentDtype, storeDevice_,
+                                                      *order_, shards);
+      return std::make_unique<detail::StreamingData>(info_, *order_, device_, shards,
+                                                     std::move(streamer), std::move(val),
+                                                     std::move(test), stats_);
+    }
+    return std::make_unique<detail::ResidentData>(
+        info_, *order_, device_, shards, std::move(stores[static_cast<int>(Split::kTrain)]),
+        std::move(val), std::move(test), stats_);
+  }
+
+  // Classes = largest label anywhere + 1 (or model.num_classes, checked against the labels).
+  std::int64_t numClasses(const std::array<Store, 3>& stores) {
+    std::int64_t local = -1;
+    for (const auto& store : stores)
+      local = std::max(local, store.maxLabel());
+    at::Tensor all = at::full({1}, local, at::kLong);
+    comm_.allReduce(all, dist::ReduceOp::kMax, "data: largest class label");
+    std::int64_t largest = all.item<std::int64_t>();
+    std::int64_t configured = config_.model.numClasses;
+    if (configured > 0 && largest >= configured) {
+      Error error = DataError(schema_.path + ": dataset /" + schema_.targets.path +
+                                  ": class label " + std::to_string(largest) +
+                                  " >= model.num_classes = " + std::to_string(configured),
+                              "set model.num_classes = 0 to take it from the labels");
+      error.markAgreed();  // the same all-reduced value on every rank
+      throw error;
+    }
+    return configured > 0 ? configured : largest + 1;
+  }
+
+  const Config& config_;
+  dist::Communicator& comm_;
+  c10::Device device_;
+  int rank_;
+  int world_;
+  Residency residency_;
+  c10::Device storeDevice_;
+  FileSchema schema_;
+  DataInfo info_;
+  std::optional<GlobalOrder> order_;
+  std::array<std::vector<StorePlan>, 3> plans_;                   // [split][rank]
+  std::map<std::string, std::optional<std::uint64_t>> mappable_;  // dataset -> file offset
+  LoadStats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<ShardedData> ShardedData::load(const Config& config, dist::Communicator& control,
+                                               c10::Device device) {
+  // Another ShardedData may be streaming (or a checkpoint being written) on another thread.
+  std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
+  h5::silenceLibraryErrors();
+  return Loader(config, control, device).run();
+}
+
+}  // namespace mb::data

@@ -1,0 +1,93 @@
+#pragma once
+// Dataset tools behind `megabatch data ...` (docs/data-format.md "Tools"). Each writes one
+// HDF5 file in a layout ShardedData loads, with attributes that describe how it was made.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mb::data {
+
+// Shared output options.
+struct WriteSettings {
+  std::int64_t chunkRows = 0;        // 0 = contiguous datasets (unless compressed)
+  std::string compression = "none";  // none | gzip
+};
+
+// --- synth-series -----------------------------------------------------------------------
+
+// Note [Synthetic series]
+// A latent process on a sub-minute grid (4 sub-steps per finest row):
+//   level  L: Ornstein-Uhlenbeck, stationary std 0.5, time constant 1000 rows
+//   amp    A = exp(a), a Ornstein-Uhlenbeck, std 0.3, time constant 2000 rows
+//   phase  theta: advances 2*pi/32 per row, plus a small random walk (the "noise" knob)
+//   price  x = L + A sin(theta) + observation noise (0.05 x noise)
+// The finest stream's row t aggregates its sub-steps into [close, mean, high, low]; a stream
+// of period p aggregates p finest rows the same way (close of the last, mean of means, max of
+// highs, min of lows). Features beyond 4 are independent N(0, 1) noise columns.
+// Sample i is finest row t_i = (largest period - 1) + i, so every stream has a completed
+// bar; its end row in a stream of period p is (t_i + 1) / p - 1 (completed bars only: no
+// look-ahead). Target k is the finest close at t_i + horizon * (k + 1).
+// The oscillation makes the target predictable from the recent window (a quarter period
+// ahead at the default horizon 8), which neither the last value (x_t) nor the mean can use.
+// The oracle knows the latent state: E[target] = L e^{-h/tau_L} + A e^{-var/2} sin(theta + omega
+// h).
+struct SynthSeriesOptions {
+  std::string out;
+  std::int64_t rows = 100000;  // finest-stream rows
+  std::int64_t features = 4;
+  std::vector<std::pair<std::string, std::int64_t>> streams{
+      {"m1", 1}, {"m5", 5}, {"m15", 15}, {"h1", 60}, {"h4", 240}};
+  std::int64_t targets = 1;       // target columns ([N] when 1, else [N, K])
+  std::int64_t horizon = 8;       // finest rows ahead of target 0
+  double noise = 1.0;             // scales observation and phase noise
+  std::string dtype = "float32";  // of the stream values: float16 | float32 | float64
+  std::uint64_t seed = 1;
+  WriteSettings write;
+};
+
+struct SynthSeriesReport {
+  std::int64_t samples = 0;
+  std::int64_t valBegin = 0, valEnd = 0;  // [0.8N, 0.9N): the val split of the default fractions
+  double meanMse = 0;                     // predict the train-part mean
+  double lastValueMse = 0;                // predict the last finest close
+  double oracleMse = 0;                   // knows the latent state
+  std::string summary() const;
+};
+
+// Parses "m1:1,m5:5,h1:60". Throws ConfigError.
+std::vector<std::pair<std::string, std::int64_t>> parseStreams(const std::string& text);
+SynthSeriesReport writeSynthSeries(const SynthSeriesOptions& options);
+
+// --- arith ----------------------------------------------------------------------------------
+
+// Arithmetic problems as ASCII byte tokens, one "a<op>b=c\n" per problem, operands of up to
+// `digits` digits. '-' may give negative results; '/' is floor division with b >= 1.
+// The held-out problems never appear in /tokens: /heldout/prompts [M, P] and /heldout/answers
+// [M, A] hold them as NUL-padded ASCII rows ("12+34=", "46"), /heldout/ops [M] the operator.
+struct ArithOptions {
+  std::string out;
+  std::int64_t digits = 2;
+  std::string ops = "+-";
+  std::int64_t problems = 20000;
+  std::int64_t heldout = 1000;
+  std::uint64_t seed = 1;
+  WriteSettings write;
+};
+std::string writeArith(const ArithOptions& options);  // returns a summary line
+
+// --- text -----------------------------------------------------------------------------------
+
+// Any file's bytes as /tokens uint8 with vocab_size 256.
+std::string writeTextTokens(const std::string& in, const std::string& out,
+                            const WriteSettings& write);
+
+// --- inspect --------------------------------------------------------------------------------
+
+// True for megabatch checkpoints (a /meta group): `megabatch inspect` hands those to the
+// checkpoint code.
+bool looksLikeCheckpoint(const std::string& path);
+// Layout, datasets (shape, dtype, chunking, compression), time range, samples, attributes.
+std::string describeDataFile(const std::string& path);
+
+}  // namespace mb::data

@@ -1,0 +1,8 @@
+# Data-layer tests (issue #3). Unit tests (GlobalOrder, DataSplits, DataLoad) register
+# themselves from tests/unit; these are the multi-rank and Python-driven ones.
+foreach(np 1 2 4)
+  mb_add_mpi_test(data_read ${np} "DataRead*")
+endforeach()
+mb_add_python_test(data_files data/test_data_files.py)
+mb_add_python_test(data_errors data/test_data_errors.py)
+mb_add_python_test(data_tools data/test_data_tools.py)

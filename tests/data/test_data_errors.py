@@ -1,0 +1,194 @@
+"""Bad input ends every rank with the right exit code and a message naming the file, the
+dataset, and the expected vs found value; no rank hangs (each run has a timeout). Every case
+runs `megabatch data check` under mpirun -np 2 and looks for the message on both ranks."""
+import os
+import sys
+import unittest
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import mbtest  # noqa: E402
+
+SAMPLES = """data: {{path: {path}, layout: samples, canonical_shards: {shards}}}
+train: {{global_batch: 16}}
+model: {{task: {task}}}
+"""
+SERIES = """data:
+  path: {path}
+  layout: series
+  streams: [{{name: m1, window: 10}}, {{name: h1, window: 2}}]
+  canonical_shards: 4
+train: {{global_batch: 16}}
+"""
+TOKENS = """data: {{path: {path}, layout: tokens, context: 8, canonical_shards: 4}}
+model: {{kind: gpt}}
+"""
+
+
+def samples_file(path, n=200, features=None, targets=None, timestamps=None):
+    with h5py.File(path, "w") as f:
+        f["features"] = features if features is not None else np.random.default_rng(0).standard_normal((n, 3)).astype("f4")
+        f["targets"] = targets if targets is not None else np.zeros(n, "f4")
+        if timestamps is not None:
+            f["timestamps"] = timestamps
+
+
+def series_file(path, rows=3000, m1_ends=None, h1_ends=None, m1_values=None):
+    t = np.arange(59, rows)
+    with h5py.File(path, "w") as f:
+        f["series/m1/values"] = m1_values if m1_values is not None else np.ones((rows, 2), "f4")
+        f["series/h1/values"] = np.ones((rows // 60, 2), "f4")
+        f["samples/end/m1"] = m1_ends if m1_ends is not None else t
+        f["samples/end/h1"] = h1_ends if h1_ends is not None else (t + 1) // 60 - 1
+        f["targets"] = np.zeros(len(t), "f4")
+
+
+class DataErrorsTest(mbtest.TempDirTestCase):
+    def run_check(self, template, path, *overrides, np_=2, **fields):
+        values = dict(path=path, shards=4, task="regression")
+        values.update(fields)
+        cfg = self.write("c.yaml", template.format(**values))
+        return mbtest.mpirun(np_, ["data", "check", "--config", cfg] + list(overrides), timeout=120)
+
+    def assertAllRanks(self, r, code, *fragments):
+        self.assertExit(r, code, *fragments)
+        for rank in ("r0/2", "r1/2"):
+            self.assertIn("[%s] [app] error" % rank, r.output, repr(r))
+        # Each fragment appears on both ranks' error lines.
+        for fragment in fragments:
+            self.assertGreaterEqual(r.output.count(fragment), 2, "%r on every rank\n%r" % (fragment, r))
+
+    # --- the file itself -------------------------------------------------------------
+
+    def test_missing_empty_and_non_hdf5_files(self):
+        missing = self.path("nope.h5")
+        self.assertAllRanks(self.run_check(SAMPLES, missing), 3, "nope.h5: no such file")
+        empty = self.write("empty.h5", "")
+        self.assertAllRanks(self.run_check(SAMPLES, empty), 3, "empty.h5: not an HDF5 file")
+        text = self.write("text.h5", "time,price\n1,2\n")
+        self.assertAllRanks(self.run_check(SAMPLES, text), 3, "text.h5: not an HDF5 file")
+
+    def test_file_missing_on_one_rank_only(self):
+        good = self.path("good.h5")
+        samples_file(good)
+        cfg = self.write("c.yaml", SAMPLES.format(path=good, shards=4, task="regression"))
+        missing = self.path("elsewhere/good.h5")
+        cmd = [mbtest.MPIEXEC, "--oversubscribe", "-np", "1", mbtest.BIN, "data", "check", "--config", cfg,
+               ":", "-np", "1", mbtest.BIN, "data", "check", "--config", cfg, "data.path=" + missing]
+        r = mbtest._run(cmd, 120, None, None)
+        self.assertAllRanks(r, 3, "rank 1: " + missing + ": no such file")
+
+    def test_different_files_on_different_ranks(self):
+        a, b = self.path("a.h5"), self.path("b.h5")
+        samples_file(a, n=200)
+        samples_file(b, n=300)
+        cfg = self.write("c.yaml", SAMPLES.format(path=a, shards=4, task="regression"))
+        cmd = [mbtest.MPIEXEC, "--oversubscribe", "-np", "1", mbtest.BIN, "data", "check", "--config", cfg,
+               ":", "-np", "1", mbtest.BIN, "data", "check", "--config", cfg, "data.path=" + b]
+        r = mbtest._run(cmd, 120, None, None)
+        self.assertEqual(r.returncode, 3, repr(r))
+        self.assertIn("rank 1 sees different content than rank 0", r.output)
+
+    # --- structure ---------------------------------------------------------------------
+
+    def test_missing_dataset_names_what_is_there(self):
+        path = self.path("x.h5")
+        with h5py.File(path, "w") as f:
+            f["features"] = np.zeros((50, 2), "f4")
+            f["labels"] = np.zeros(50, "f4")
+        self.assertAllRanks(self.run_check(SAMPLES, path), 3, "dataset /targets is missing", "found: /features, /labels")
+        # data.names remaps it.
+        r = self.run_check(SAMPLES, path, "data.names.targets=labels", "data.split.val_fraction=0.1",
+                           "data.split.test_fraction=0.1")
+        self.assertExit(r, 0)
+
+    def test_wrong_rank_and_mismatched_n(self):
+        path = self.path("x.h5")
+        samples_file(path, features=np.zeros(100, "f4"))
+        self.assertAllRanks(self.run_check(SAMPLES, path), 3, "dataset /features: expected shape [N, T, F] or [N, F], found 1 dimension(s) [100]")
+        samples_file(path, features=np.zeros((100, 2), "f4"), targets=np.zeros(90, "f4"))
+        self.assertAllRanks(self.run_check(SAMPLES, path), 3, "dataset /targets: expected N = 100 rows", "found 90")
+
+    def test_non_numeric_dtypes(self):
+        path = self.path("x.h5")
+        samples_file(path, features=np.array([["a", "b"]] * 60, dtype="S1"))
+        self.assertAllRanks(self.run_check(SAMPLES, path), 3, "dataset /features: expected a numeric dtype, found string")
+        samples_file(path, n=60, targets=np.zeros(60, bool))
+        self.assertAllRanks(self.run_check(SAMPLES, path), 3, "dataset /targets: expected a numeric dtype, found enum")
+        samples_file(path, n=60, targets=np.zeros(60, dtype=[("a", "f4"), ("b", "i4")]))
+        self.assertAllRanks(self.run_check(SAMPLES, path), 3, "dataset /targets: expected a numeric dtype, found compound")
+        samples_file(path, n=60, targets=np.zeros(60, "f4"))
+        self.assertAllRanks(self.run_check(SAMPLES, path, task="classification"), 3,
+                            "model.task = classification needs integer class labels, found float32")
+
+    # --- values --------------------------------------------------------------------------
+
+    def test_non_finite_values_report_the_first_index(self):
+        path = self.path("x.h5")
+        x = np.ones((200, 3), "f4")
+        x[57, 1] = np.nan
+        x[150, 0] = np.inf
+        samples_file(path, features=x)
+        self.assertAllRanks(self.run_check(SAMPLES, path), 3, "dataset /features: non-finite value (nan) at sample 57")
+        y = np.zeros(200, "f4")
+        y[190] = -np.inf
+        samples_file(path, targets=y)
+        self.assertAllRanks(self.run_check(SAMPLES, path), 3, "dataset /targets: non-finite value (-inf) at sample 190")
+        values = np.ones((3000, 2), "f4")
+        values[300, 1] = np.nan
+        series_file(path, m1_values=values)
+        self.assertAllRanks(self.run_check(SERIES, path), 3, "/series/m1/values: non-finite value (nan) at row 300 of stream m1")
+
+    def test_decreasing_timestamps(self):
+        path = self.path("x.h5")
+        ts = np.arange(200, dtype="i8")
+        ts[140] = 5
+        samples_file(path, timestamps=ts)
+        self.assertAllRanks(self.run_check(SAMPLES, path), 3, "dataset /timestamps: timestamps decrease at sample 140 (139 then 5)")
+
+    def test_series_end_rows_out_of_range_or_decreasing(self):
+        path = self.path("x.h5")
+        t = np.arange(59, 3000)
+        ends = t.copy()
+        ends[-1] = 3000
+        series_file(path, m1_ends=ends)
+        self.assertAllRanks(self.run_check(SERIES, path), 3, "dataset /samples/end/m1: window end rows of sample 2940 is row 3000, outside the stream's rows [0, 3000)")
+        ends = t.copy()
+        ends[100] = 3
+        series_file(path, m1_ends=ends)
+        self.assertAllRanks(self.run_check(SERIES, path), 3, "/samples/end/m1: window end rows decrease at sample 100")
+
+    def test_missing_stream_and_tokens_problems(self):
+        path = self.path("x.h5")
+        series_file(path)
+        r = self.run_check(SERIES.replace("name: h1", "name: h4"), path)
+        self.assertAllRanks(r, 3, "stream 'h4' of data.streams has no group /series/h4")
+        with h5py.File(path, "w") as f:
+            f["tokens"] = np.arange(100, dtype="u2")
+        self.assertAllRanks(self.run_check(TOKENS, path), 3, "dataset /tokens: attribute vocab_size is missing")
+        with h5py.File(path, "w") as f:
+            d = f.create_dataset("tokens", data=(np.arange(1000) % 60).astype("u2"))
+            d.attrs["vocab_size"] = 50
+        self.assertAllRanks(self.run_check(TOKENS, path), 3, "dataset /tokens: token 50 at position 50 is outside [0, vocab_size = 50)")
+
+    # --- config vs data -------------------------------------------------------------------
+
+    def test_too_few_samples_for_the_shards_and_fewer_shards_than_ranks(self):
+        path = self.path("x.h5")
+        samples_file(path, n=40)
+        self.assertAllRanks(self.run_check(SAMPLES, path, shards=64), 3,
+                            "the train split has 32 samples, fewer than data.canonical_shards = 64")
+        self.assertAllRanks(self.run_check(SAMPLES, path, shards=1), 2,
+                            "data.canonical_shards = 1 is smaller than the 2 ranks launched")
+
+    def test_memory_budget(self):
+        path = self.path("x.h5")
+        samples_file(path, n=4000, features=np.ones((4000, 64), "f4"))
+        r = self.run_check(SAMPLES, path, "data.memory_budget_mb=0.1")
+        self.assertAllRanks(r, 2, "the resident data does not fit", "data.residency=stream")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
