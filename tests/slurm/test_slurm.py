@@ -1,12 +1,16 @@
 """The SLURM path on a real SLURM cluster (Debian's slurmctld, slurmd, munge) on localhost:
-slurm/train-cpu.sbatch with 2 tasks runs the demo config to completion, and a job signalled
-the way SLURM does before its time limit checkpoints, exits 75, requeues itself, resumes, and
-completes with a metrics.jsonl whose steps continue with no gap and no repeat.
+slurm/train-cpu.sbatch with 2 tasks runs the demo config to completion; a job signalled the
+way SLURM does before its time limit (scancel --signal=USR1 --batch) checkpoints, exits 75,
+requeues itself, resumes, and completes with a metrics.jsonl whose steps continue with no gap
+and no repeat; SLURM's own --signal=B:USR1@45 before a 1-minute limit does the same; and
+slurm/sweep.sh runs a job array with a summary job that depends on it.
 
 If the cluster cannot be installed or started, the test fails and says why: it never skips.
 """
 import json
 import os
+import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -161,6 +165,30 @@ class SlurmTest(unittest.TestCase):
         self.assertEqual(got, list(range(1, len(got) + 1)), "steps continue with no gap and no repeat")
         self.assertTrue(self.latest_checkpoint(run_dir).endswith("step-%08d.h5" % got[-1]))
         print("time-limit signal path: %.1f s (%d steps over 2 runs)" % (time.time() - start, got[-1]), flush=True)
+
+    def test_d_sweep_array_and_dependent_summary(self):
+        start = time.time()
+        env = dict(self.cluster.env, MB_SWEEP="optim.lr=1e-3;optim.lr=3e-3 model.hidden=16", MB_DEVICE="cpu",
+                   MEGABATCH_HOME=mbtest.SOURCE_DIR)
+        cmd = [os.path.join(mbtest.SOURCE_DIR, "slurm", "sweep.sh"), "--parallel", "1", "--dir", "sweep",
+               "--gpus-per-node=0", "--cpus-per-task=1", "--ntasks-per-node=2", DEMO, "data.path=" + self.data,
+               "train.max_steps=10", "train.eval_every=5", "run.log_every=5"]
+        r = subprocess.run(cmd, cwd=self.tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           universal_newlines=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        array, summary = re.search(r"array job (\d+) \(2 tasks: 0-1%1\)", r.stdout), re.search(r"summary job (\d+)", r.stdout)
+        self.assertTrue(array and summary, r.stdout)
+        info = self.cluster.wait_for(summary.group(1), ("COMPLETED", "FAILED", "CANCELLED"), timeout=300)
+        self.assertEqual(info.get("JobState"), "COMPLETED", info)
+        self.assertEqual(info.get("Dependency"), "(null)", info)  # satisfied, after the array
+        for task in ("0", "1"):
+            t = self.cluster.job("%s_%s" % (array.group(1), task))
+            self.assertEqual((t.get("JobState"), t.get("ExitCode")), ("COMPLETED", "0:0"), t)
+        table = read(os.path.join(self.tmp, "slurm-megabatch-sweep-summary-%s.out" % summary.group(1)))
+        for name in ("optim.lr=1e-3", "optim.lr=3e-3_model.hidden=16"):
+            self.assertEqual(train_steps(os.path.join(self.tmp, "sweep", name)), list(range(5, 11, 5)))
+            self.assertRegex(table, r"%s\s+\d\.\d+\s+(5|10)\s+10\s" % re.escape(name))
+        print("sweep (array of 2 + afterany summary): %.1f s" % (time.time() - start), flush=True)
 
 
 if __name__ == "__main__":
