@@ -110,9 +110,16 @@ class SlurmTest(unittest.TestCase):
         print("completion path: %.1f s" % (time.time() - start), flush=True)
 
     def test_b_preempt_requeue_resume(self):
+        self.preempt_requeue_resume("preempt", {}, "srun --mpi=pmix")
+
+    def test_e_preempt_requeue_resume_under_mpirun(self):
+        """The same with MB_LAUNCHER=mpirun: Open MPI's mpirun inside the allocation."""
+        self.preempt_requeue_resume("preempt-mpirun", {"MB_LAUNCHER": "mpirun"}, "job.sh: mpirun -np 2")
+
+    def preempt_requeue_resume(self, name, env, launcher):
         start = time.time()
         steps = 60
-        job, run_dir, log = self.submit("preempt", steps, ["run.checkpoint_every=1000", "train.eval_every=1000"])
+        job, run_dir, log = self.submit(name, steps, ["run.checkpoint_every=1000", "train.eval_every=1000"], env=env)
         self.cluster.wait_for(job, "RUNNING", timeout=120)
         # Let the first run make progress, then signal the batch shell as --signal=B:USR1 does.
         deadline = time.time() + 300
@@ -140,11 +147,12 @@ class SlurmTest(unittest.TestCase):
         self.assertIn("training step exited with 75", out)
         self.assertIn("requeueing job %s" % job, out)
         self.assertIn("run 2 on", out)
+        self.assertIn(launcher, out)
         self.assertRegex(out, r"resuming from .*step-%08d\.h5" % stopped_step)
         self.assertContinuous(run_dir, steps, log)
         self.assertTrue(self.latest_checkpoint(run_dir).endswith("step-%08d.h5" % steps))
-        print("preempt-requeue-resume path: %.1f s (stopped at step %d of %d)" % (time.time() - start, stopped_step, steps),
-              flush=True)
+        print("preempt-requeue-resume path (%s): %.1f s (stopped at step %d of %d)"
+              % (launcher, time.time() - start, stopped_step, steps), flush=True)
 
     def test_c_time_limit_signal_from_slurm(self):
         """No scancel: SLURM itself sends --signal=B:USR1@45 to a job with a 1-minute limit."""
