@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Several nodes from an Open MPI hostfile: one rank per slot (one slot per GPU), with the NCCL
+# and Open MPI settings of an InfiniBand (or plain TCP) cluster. See docs/operations.md.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+usage() {
+  cat <<'EOF'
+Usage: launch/train-multinode.sh --hostfile FILE [options] CONFIG [key=value ...]
+
+Runs `mpirun --hostfile FILE megabatch train --config CONFIG [key=value ...]` over the hosts of
+FILE: one rank per slot, filled host by host, so write one slot per GPU:
+    node01 slots=8
+    node02 slots=8
+A host named twice counts twice (`localhost` on two lines = 2 ranks on this machine).
+Rank r drives GPU (local rank % visible GPUs) of its host. Every host needs the megabatch
+binary, Open MPI, and the config and data files at the same paths (a shared file system).
+
+Options:
+  --hostfile FILE      Open MPI hostfile (required)
+  -n, --nproc N        total ranks; default: the sum of the slots in FILE
+  --cpus-per-rank C    cores per rank (OMP_NUM_THREADS); default: physical cores of this
+                       node / the most slots of one host (at least 1)
+  --bind MODE          core (default: --map-by slot:PE=C --bind-to core) or none
+  --net MODE           ib (default): MPI over UCX (--mca pml ucx), NCCL over InfiniBand
+                       tcp: MPI over TCP (pml ob1, btl tcp), NCCL over sockets (NCCL_IB_DISABLE=1)
+  --ifname IF[,IF]     the Ethernet/IPoIB interface(s) for bootstrap and TCP traffic: sets
+                       NCCL_SOCKET_IFNAME and Open MPI's oob/btl_tcp_if_include
+  --ib-hca LIST        InfiniBand adapters for NCCL and UCX, e.g. mlx5_0,mlx5_1: sets
+                       NCCL_IB_HCA=LIST and UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1
+  --cpu                train on the CPU (adds train.device=cpu)
+  --dry-run            print the mpirun command, run nothing
+  -h, --help           this text
+
+Everything after CONFIG is passed to `megabatch train` unchanged. Extra mpirun options go in
+$MB_MPIRUN_ARGS (split on spaces), e.g. MB_MPIRUN_ARGS="--prefix /opt/openmpi".
+These variables, when set here, are exported to every rank with mpirun -x: NCCL_*, UCX_*,
+MEGABATCH_*, TORCH_*, OMP_NUM_THREADS, PATH, LD_LIBRARY_PATH. Set e.g. NCCL_DEBUG=INFO,
+NCCL_IB_GID_INDEX=3 (RoCE), or MEGABATCH_LOG_ALL_RANKS=1 before calling the script.
+Runs as root (containers) get --allow-run-as-root; no one else does.
+
+The binary: $MEGABATCH_BIN, else <repo>/build/megabatch, else megabatch on PATH; the same path
+must hold it on every host.
+Exit codes are the job's, as for launch/train-node.sh (75: stopped after a checkpoint;
+rerun the same command to resume).
+
+Examples:
+  launch/train-multinode.sh --hostfile hosts --ib-hca mlx5_0 --ifname ib0 configs/gpt2-small.yaml
+  launch/train-multinode.sh --hostfile hosts --net tcp --ifname eth0 configs/lstm.yaml
+  printf 'localhost\nlocalhost\n' > hosts
+  launch/train-multinode.sh --hostfile hosts --net tcp --cpu configs/demo.yaml
+EOF
+}
+
+hostfile="" nproc_arg="" cpus_per_rank="" bind=core net=ib ifname="" ib_hca="" cpu=0 dry_run=0
+need() { [[ $2 -ge 2 ]] || mb_die 2 "$1 needs a value" "see launch/train-multinode.sh --help"; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --hostfile) need "$1" $#; hostfile=$2; shift 2 ;;
+    --hostfile=*) hostfile=${1#*=}; shift ;;
+    -n|--nproc|-np) need "$1" $#; nproc_arg=$2; shift 2 ;;
+    --nproc=*) nproc_arg=${1#*=}; shift ;;
+    --cpus-per-rank) need "$1" $#; cpus_per_rank=$2; shift 2 ;;
+    --cpus-per-rank=*) cpus_per_rank=${1#*=}; shift ;;
+    --bind) need "$1" $#; bind=$2; shift 2 ;;
+    --bind=*) bind=${1#*=}; shift ;;
+    --net) need "$1" $#; net=$2; shift 2 ;;
+    --net=*) net=${1#*=}; shift ;;
+    --ifname) need "$1" $#; ifname=$2; shift 2 ;;
+    --ifname=*) ifname=${1#*=}; shift ;;
+    --ib-hca) need "$1" $#; ib_hca=$2; shift 2 ;;
+    --ib-hca=*) ib_hca=${1#*=}; shift ;;
+    --cpu) cpu=1; shift ;;
+    --dry-run) dry_run=1; shift ;;
+    --) shift; break ;;
+    -*) mb_die 2 "unknown option $1" "see launch/train-multinode.sh --help" ;;
+    *) break ;;
+  esac
+done
+[[ $# -ge 1 ]] || mb_die 2 "no CONFIG given" "usage: launch/train-multinode.sh --hostfile FILE [options] CONFIG [key=value ...]"
+config=$1
+shift
+[[ -n $hostfile ]] || mb_die 2 "--hostfile is required" "write one line per node: 'node01 slots=8'"
+[[ -r $hostfile ]] || mb_die 2 "hostfile $hostfile cannot be read"
+[[ $bind == core || $bind == none ]] || mb_die 2 "--bind $bind: expected core or none"
+[[ $net == ib || $net == tcp ]] || mb_die 2 "--net $net: expected ib or tcp"
+
+# Slots per host as Open MPI counts them: `slots=N` (default 1) per line, summed per host name.
+read -r total_slots max_slots hosts < <(awk '
+  { sub(/#.*/, "") } NF == 0 { next }
+  { n = 1; for (i = 2; i <= NF; i++) if ($i ~ /^slots=/) { n = substr($i, 7) + 0 }
+    slots[$1] += n; total += n }
+  END { m = 0; h = 0; for (k in slots) { h++; if (slots[k] > m) m = slots[k] }; print total + 0, m, h }' "$hostfile")
+[[ $total_slots -gt 0 ]] || mb_die 2 "hostfile $hostfile names no host" "write one line per node: 'node01 slots=8'"
+np=${nproc_arg:-$total_slots}
+[[ $np =~ ^[1-9][0-9]*$ ]] || mb_die 2 "--nproc $np is not a positive number"
+if [[ -n $cpus_per_rank ]]; then
+  [[ $cpus_per_rank =~ ^[1-9][0-9]*$ ]] || mb_die 2 "--cpus-per-rank $cpus_per_rank is not a positive number"
+else
+  cpus_per_rank=$(( $(mb_count_cores) / max_slots ))
+  [[ $cpus_per_rank -ge 1 ]] || cpus_per_rank=1
+fi
+
+mpi=(mpirun -np "$np" --hostfile "$hostfile" "${MB_ROOT_FLAGS[@]}")
+if [[ $bind == core ]]; then
+  mpi+=(--map-by "slot:PE=$cpus_per_rank" --bind-to core)
+else
+  mpi+=(--map-by slot --bind-to none)
+fi
+export OMP_NUM_THREADS=$cpus_per_rank
+
+# Network. InfiniBand: MPI's own traffic (small control messages) over UCX; NCCL finds the
+# HCAs itself, NCCL_IB_HCA pins the ones to use. TCP: both over sockets.
+if [[ $net == ib ]]; then
+  mpi+=(--mca pml ucx --mca btl '^openib')
+else
+  mpi+=(--mca pml ob1 --mca btl self,vader,tcp --mca osc '^ucx')
+  export NCCL_IB_DISABLE=1
+fi
+if [[ -n $ifname ]]; then
+  export NCCL_SOCKET_IFNAME=$ifname
+  mpi+=(--mca oob_tcp_if_include "$ifname")
+  [[ $net == tcp ]] && mpi+=(--mca btl_tcp_if_include "$ifname")
+fi
+if [[ -n $ib_hca ]]; then
+  export NCCL_IB_HCA=$ib_hca
+  ucx=""
+  IFS=, read -ra adapters <<<"$ib_hca"
+  for a in "${adapters[@]}"; do ucx+="${ucx:+,}${a%%:*}:1"; done
+  export UCX_NET_DEVICES=$ucx
+fi
+
+# Remote ranks get only what mpirun is told to pass.
+for name in $(compgen -e | grep -E '^(NCCL_|UCX_|MEGABATCH_|TORCH_)' || true) OMP_NUM_THREADS PATH LD_LIBRARY_PATH; do
+  [[ -n ${!name+set} ]] && mpi+=(-x "$name")
+done
+# shellcheck disable=SC2206  # MB_MPIRUN_ARGS is a list of words on purpose
+[[ -n ${MB_MPIRUN_ARGS:-} ]] && mpi+=(${MB_MPIRUN_ARGS})
+
+bin=$(mb_find_bin)
+cmd=("${mpi[@]}" "$bin" train --config "$config")
+[[ $cpu == 1 ]] && cmd+=(train.device=cpu)
+cmd+=("$@")
+
+if [[ $dry_run == 1 ]]; then
+  echo "# $hosts host(s), $total_slots slot(s), $np rank(s), $cpus_per_rank core(s) per rank"
+  for name in $(compgen -e | grep -E '^(NCCL_|UCX_|OMP_NUM_THREADS$)' || true); do echo "$name=${!name}"; done
+  mb_show_command "${cmd[@]}"
+  exit 0
+fi
+exec "${cmd[@]}"

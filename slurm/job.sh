@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The body of the sbatch templates in slurm/ (they `exec` it, so it IS the batch shell and
+# receives `--signal=B:...`). It starts the training step, forwards a stop signal to it, and
+# requeues the job when the trainer stopped for the preemption signal. Not submitted by itself.
+#
+#   exec bash "$MEGABATCH_HOME/slurm/job.sh" CONFIG [key=value ...]
+#
+# Settings (environment; docs/operations.md "SLURM"):
+#   MB_LAUNCHER=srun|mpirun  srun (default): `srun --mpi=pmix`, one task per rank;
+#                            mpirun: Open MPI's mpirun inside the allocation
+#   MB_DEVICE=cpu            adds train.device=cpu (train-cpu.sbatch sets it)
+#   MB_REQUEUE=1|0           requeue after exit 75 from the preemption signal (default 1)
+#   MB_MAX_RESTARTS=N        stop requeueing after N restarts (default 50)
+#   MB_SRUN_ARGS, MB_MPIRUN_ARGS   extra launcher options, split on spaces
+#
+# Note [Signals and requeue]
+# `#SBATCH --signal=B:USR1@300` makes SLURM send SIGUSR1 to this shell only, 300 s before the
+# time limit. A shell runs traps only between commands, so the step runs in the background
+# and the shell waits; the trap forwards SIGUSR1 to srun or mpirun, both of which pass it to
+# every rank. The ranks agree at the next step boundary, rank 0 writes a checkpoint, and every
+# rank exits 75. Then this shell calls `scontrol requeue`: the job goes back to the queue with
+# the same id, and its next run resumes from run.dir/checkpoints/latest (run.resume: auto).
+# SIGTERM is forwarded the same way (as SIGUSR1: mpirun would kill its ranks on SIGTERM) but
+# never requeues: it means scancel, the time limit, or the scheduler's own preemption
+# (PreemptMode=REQUEUE requeues the job by itself). Any exit code other than 75 ends the job.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../launch/common.sh"
+
+[[ $# -ge 1 ]] || mb_die 2 "no CONFIG given" "sbatch slurm/train.sbatch CONFIG [key=value ...]"
+[[ -n ${SLURM_JOB_ID:-} ]] || mb_die 2 "not inside a SLURM job (SLURM_JOB_ID is unset)" \
+  "submit a template: sbatch slurm/train.sbatch CONFIG; without SLURM use launch/train-node.sh"
+config=$1
+shift
+launcher=${MB_LAUNCHER:-srun}
+restarts=${SLURM_RESTART_COUNT:-0}
+max_restarts=${MB_MAX_RESTARTS:-50}
+cpus=${SLURM_CPUS_PER_TASK:-1}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$cpus}
+
+bin=$(mb_find_bin)
+case $launcher in
+  srun)
+    # srun does not inherit --cpus-per-task from sbatch since Slurm 22.05: pass it on.
+    # --kill-on-bad-exit=0: rank 0 may still be writing the checkpoint when the others exit 75.
+    step=(srun --mpi=pmix --kill-on-bad-exit=0 --cpus-per-task="$cpus") ;;
+  mpirun)
+    step=(mpirun -np "${SLURM_NTASKS:?SLURM_NTASKS is unset: give the template --ntasks or --ntasks-per-node}"
+          "${MB_ROOT_FLAGS[@]}" --map-by "slot:PE=$cpus" --bind-to core) ;;
+  *) mb_die 2 "MB_LAUNCHER=$launcher: expected srun or mpirun" ;;
+esac
+extra=${MB_SRUN_ARGS:-}
+[[ $launcher == mpirun ]] && extra=${MB_MPIRUN_ARGS:-}
+# shellcheck disable=SC2206  # a list of words on purpose
+[[ -n $extra ]] && step+=($extra)
+step+=("$bin" train --config "$config")
+[[ ${MB_DEVICE:-} == cpu ]] && step+=(train.device=cpu)
+step+=("$@")
+
+echo "job.sh: job $SLURM_JOB_ID run $((restarts + 1)) on ${SLURM_JOB_NODELIST:-?} at $(date '+%F %T'):" \
+  "${SLURM_NTASKS:-?} task(s), $cpus CPU(s) per task"
+echo "job.sh: $(mb_show_command "${step[@]}")"
+
+child=""
+stop_signal=""
+interrupted=0
+on_signal() {
+  stop_signal=$1
+  interrupted=1
+  echo "job.sh: SIG$1 at $(date '+%T'): asking the training step to checkpoint and stop (SIGUSR1)"
+  [[ -n $child ]] && kill -USR1 "$child" 2>/dev/null
+}
+trap 'on_signal USR1' USR1
+trap 'on_signal TERM' TERM
+trap 'on_signal INT' INT
+
+"${step[@]}" &
+child=$!
+# `wait` returns early (status > 128) when a trap runs; wait again for the step's own status.
+while :; do
+  interrupted=0
+  wait "$child"
+  status=$?
+  [[ $interrupted == 1 ]] || break
+done
+echo "job.sh: training step exited with $status at $(date '+%T')"
+
+if [[ $status != 75 ]]; then
+  exit "$status"
+fi
+if [[ $stop_signal == TERM || $stop_signal == INT ]]; then
+  echo "job.sh: stopped by SIG$stop_signal (scancel, time limit, or the scheduler); not requeueing." \
+    "The checkpoint is in run.dir: submit the same command again to resume."
+  exit 75
+fi
+if [[ ${MB_REQUEUE:-1} != 1 ]]; then
+  echo "job.sh: MB_REQUEUE=${MB_REQUEUE}: not requeueing; submit the same command again to resume."
+  exit 75
+fi
+if (( restarts >= max_restarts )); then
+  echo "job.sh: already restarted $restarts times (MB_MAX_RESTARTS=$max_restarts): not requeueing." >&2
+  exit 75
+fi
+echo "job.sh: checkpoint written; requeueing job $SLURM_JOB_ID (restart $((restarts + 1)))"
+if ! scontrol requeue "$SLURM_JOB_ID"; then
+  echo "job.sh: scontrol requeue $SLURM_JOB_ID failed: the job is not requeueable." \
+    "Submit with --requeue (the templates have #SBATCH --requeue), or resubmit by hand to resume." >&2
+fi
+# The controller now ends this shell; exit 75 covers the moment before it does.
+exit 75

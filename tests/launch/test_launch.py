@@ -1,0 +1,153 @@
+"""launch/ scripts as docs/operations.md documents them: one process (train-single.sh), mpirun -np 2
+on one node (train-node.sh), and a hostfile naming localhost twice (train-multinode.sh), each
+training the demo config; a SIGUSR1 to mpirun checkpoints, exits 75, and the rerun resumes.
+The 2-rank runs must reach the same parameters as the 1-process run (same global batches)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import mbtest  # noqa: E402
+
+LAUNCH = os.path.join(mbtest.SOURCE_DIR, "launch")
+DEMO = mbtest.config_path("demo.yaml")
+STEPS = 20
+
+
+def synth_demo_data(path):
+    """Demo-shaped series (the streams of configs/demo.yaml), small enough for tests."""
+    r = mbtest.run(["data", "synth-series", "--out", path, "--rows", "20000", "--streams", "m1:1,m5:5,h1:60"],
+                   timeout=300)
+    if r.returncode != 0:
+        raise RuntimeError("could not make the demo data:\n%r" % r)
+
+
+def overrides(data, run_dir, steps=STEPS):
+    return ["data.path=" + data, "run.dir=" + run_dir, "train.max_steps=%d" % steps, "run.log_every=1",
+            "train.eval_every=1000", "run.checkpoint_every=0"]
+
+
+def train_steps(run_dir):
+    steps = []
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        for line in f:
+            if line.strip():
+                r = json.loads(line)
+                if r.get("event") == "train":
+                    steps.append(r["step"])
+    return steps
+
+
+def final_params(run_dir):
+    ckpt = os.path.join(run_dir, "checkpoints")
+    with open(os.path.join(ckpt, "latest")) as f:
+        path = os.path.join(ckpt, f.read().strip())
+    with h5py.File(path, "r") as f:
+        return {name: f["model"][name][()] for name in f["model"]}
+
+
+def script(name, args, timeout=600, env=None):
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    cmd = [os.path.join(LAUNCH, name)] + list(args)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                       timeout=timeout, env=full_env)
+    return mbtest.Result(cmd, p.returncode, p.stdout, "")
+
+
+class LaunchTest(mbtest.TempDirTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls._shared = tempfile.TemporaryDirectory(prefix="mblaunch-")
+        cls.data = os.path.join(cls._shared.name, "demo.h5")
+        synth_demo_data(cls.data)
+        # The reference every launcher must reproduce: one plain process.
+        cls.reference = os.path.join(cls._shared.name, "single")
+        r = script("train-single.sh", ["--cpu", DEMO] + overrides(cls.data, cls.reference))
+        if r.returncode != 0:
+            raise RuntimeError("launch/train-single.sh failed:\n%r" % r)
+        cls.single_output = r.output
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._shared.cleanup()
+
+    def assertSameTraining(self, run_dir, output):
+        self.assertEqual(train_steps(run_dir), list(range(1, STEPS + 1)), output[-3000:])
+        ref, got = final_params(self.reference), final_params(run_dir)
+        self.assertEqual(sorted(ref), sorted(got))
+        for name in ref:
+            np.testing.assert_allclose(got[name], ref[name], rtol=1e-4, atol=1e-6, err_msg=name)
+
+    def test_help_and_usage_errors(self):
+        for name in ("train-single.sh", "train-node.sh", "train-multinode.sh"):
+            r = script(name, ["--help"])
+            self.assertExit(r, 0, "Usage: launch/" + name, "key=value", "MEGABATCH_BIN")
+            self.assertExit(script(name, ["--no-such-option", DEMO]), 2, "unknown option --no-such-option")
+            self.assertExit(script(name, []), 2, "no CONFIG given")
+        r = script("train-single.sh", [DEMO], env={"MEGABATCH_BIN": "/nonexistent/megabatch"})
+        self.assertExit(r, 2, "MEGABATCH_BIN=/nonexistent/megabatch is not an executable file")
+        self.assertExit(script("train-multinode.sh", [DEMO]), 2, "--hostfile is required")
+
+    def test_dry_run_shows_binding_and_passes_overrides(self):
+        r = script("train-node.sh", ["--dry-run", "-n", "2", "--cpus-per-rank", "1", "--cpu", DEMO, "optim.lr=0.5"])
+        self.assertExit(r, 0, "OMP_NUM_THREADS=1", "-np 2", "train.device=cpu optim.lr=0.5")
+        cores = int(subprocess.run(["bash", "-c", "source %s/common.sh; mb_count_cores" % LAUNCH],
+                                   stdout=subprocess.PIPE, universal_newlines=True).stdout)
+        if cores >= 2:
+            self.assertIn("--map-by ppr:2:node:PE=1 --bind-to core", r.output)
+        self.assertEqual("--allow-run-as-root" in r.output, os.getuid() == 0, r.output)
+        hosts = self.write("hosts", "# two slots on this machine\nlocalhost\nlocalhost slots=1\n")
+        r = script("train-multinode.sh", ["--dry-run", "--hostfile", hosts, "--net", "tcp", "--ifname", "lo", DEMO])
+        self.assertExit(r, 0, "1 host(s), 2 slot(s), 2 rank(s)", "NCCL_IB_DISABLE", "--mca pml ob1",
+                        "--mca btl_tcp_if_include lo", "-x NCCL_SOCKET_IFNAME")
+        r = script("train-multinode.sh", ["--dry-run", "--hostfile", hosts, "--ib-hca", "mlx5_0,mlx5_1", DEMO])
+        self.assertExit(r, 0, "NCCL_IB_HCA=mlx5_0,mlx5_1", "UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1", "--mca pml ucx")
+
+    def test_single_process_runs_without_mpi(self):
+        self.assertEqual(train_steps(self.reference), list(range(1, STEPS + 1)), self.single_output[-3000:])
+        self.assertIn("[r0/1]", self.single_output)
+
+    def test_node_two_ranks_match_single_process(self):
+        run = self.path("node")
+        r = script("train-node.sh", ["-n", "2", "--cpu", DEMO] + overrides(self.data, run))
+        self.assertExit(r, 0, "[r0/2]")
+        self.assertSameTraining(run, r.output)
+
+    def test_hostfile_naming_localhost_twice(self):
+        hosts = self.write("hosts", "localhost\nlocalhost\n")
+        run = self.path("hostfile")
+        r = script("train-multinode.sh", ["--hostfile", hosts, "--net", "tcp", "--cpu", DEMO] + overrides(self.data, run))
+        self.assertExit(r, 0, "[r0/2]")
+        self.assertSameTraining(run, r.output)
+
+    def test_sigusr1_to_mpirun_checkpoints_and_rerun_resumes(self):
+        run = self.path("stop")
+        steps = 120
+        args = [os.path.join(LAUNCH, "train-node.sh"), "-n", "2", "--cpu", DEMO] + overrides(self.data, run, steps)
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None:
+            if os.path.exists(os.path.join(run, "metrics.jsonl")) and len(train_steps(run)) >= 3:
+                break
+            time.sleep(0.2)
+        os.kill(proc.pid, signal.SIGUSR1)  # the script exec'd mpirun: this is mpirun
+        out, _ = proc.communicate(timeout=300)
+        self.assertEqual(proc.returncode, 75, out[-3000:])
+        stopped = train_steps(run)[-1]
+        self.assertLess(stopped, steps, out[-3000:])
+        r = script("train-node.sh", args[1:])  # the same command again
+        self.assertExit(r, 0, "resuming from")
+        self.assertEqual(train_steps(run), list(range(1, steps + 1)))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

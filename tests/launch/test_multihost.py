@@ -1,0 +1,132 @@
+"""A real multi-host mpirun: two network namespaces joined by a veth pair play two hosts, each
+with its own address and hostname. launch/train-multinode.sh runs in the first; Open MPI starts
+its daemon on the second through plm_rsh_agent (`ip netns exec`, where a cluster has ssh), and
+the ranks talk over TCP on the veth link only. The 2-host, 2-rank run must finish and match
+the 1-process run on one host. Needs root and `ip` (iproute2); fails, never skips, without.
+"""
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mbtest  # noqa: E402
+from test_launch import DEMO, LAUNCH, STEPS, final_params, overrides, synth_demo_data, train_steps  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+SUBNET = "10.213.%d.0/24"
+IFNAME = "mbnet0"  # the same name in both namespaces, so --ifname fits both hosts
+
+
+def sh(cmd, check=True):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    if check and r.returncode != 0:
+        raise RuntimeError("%s failed (exit %d): %s" % (" ".join(cmd), r.returncode, r.stdout))
+    return r
+
+
+class TwoHosts:
+    """Two namespaces mbA<pid>, mbB<pid> with addresses .1 and .2 of a private /24 on a veth
+    pair; removed (with everything in them) by close()."""
+
+    def __init__(self, root):
+        if os.getuid() != 0:
+            raise RuntimeError("network namespaces need root (this runs as uid %d)" % os.getuid())
+        if shutil.which("ip") is None:
+            raise RuntimeError("`ip` is missing: apt-get install iproute2 (scripts/setup.sh --tests)")
+        pid = os.getpid()
+        self.ns = ["mbA%d" % pid, "mbB%d" % pid]
+        net = 100 + pid % 100
+        self.addr = ["10.213.%d.1" % net, "10.213.%d.2" % net]
+        self.names = ["mbhost1", "mbhost2"]
+        self.created = []
+        try:
+            for ns in self.ns:
+                sh(["ip", "netns", "add", ns])
+                self.created.append(ns)
+            va, vb = "mbva%d" % (pid % 100000), "mbvb%d" % (pid % 100000)
+            sh(["ip", "link", "add", va, "type", "veth", "peer", "name", vb])
+            for ns, dev, addr in zip(self.ns, (va, vb), self.addr):
+                sh(["ip", "link", "set", dev, "netns", ns])
+                sh(["ip", "-n", ns, "link", "set", dev, "name", IFNAME])
+                sh(["ip", "-n", ns, "addr", "add", addr + "/24", "dev", IFNAME])
+                sh(["ip", "-n", ns, "link", "set", IFNAME, "up"])
+                sh(["ip", "-n", ns, "link", "set", "lo", "up"])
+        except BaseException:
+            self.close()
+            raise
+        # The "ssh" Open MPI uses to start its daemon on the other host.
+        self.agent = os.path.join(root, "netns-rsh")
+        cases = "\n".join('  %s) ns=%s name=%s ;;' % (a, ns, n) for a, ns, n in zip(self.addr, self.ns, self.names))
+        with open(self.agent, "w") as f:
+            f.write("#!/bin/bash\n# plm_rsh_agent: HOST COMMAND... -> run COMMAND in HOST's namespace\n"
+                    "host=$1; shift\ncase $host in\n%s\n  *) echo \"netns-rsh: unknown host $host\" >&2; exit 255 ;;\nesac\n"
+                    "echo \"$host $ns $*\" >> \"$0.log\"\n"
+                    "exec ip netns exec $ns unshare --uts /bin/sh -c \"hostname $name; $*\"\n" % cases)
+        os.chmod(self.agent, os.stat(self.agent).st_mode | stat.S_IXUSR)
+
+    def run_on_first(self, cmd, env, timeout):
+        """Runs cmd (a list) in host 1's namespace under its own hostname."""
+        inner = "hostname %s; exec %s" % (self.names[0], " ".join("'%s'" % c.replace("'", "'\\''") for c in cmd))
+        full = ["ip", "netns", "exec", self.ns[0], "unshare", "--uts", "/bin/sh", "-c", inner]
+        p = subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                           timeout=timeout, env=env)
+        return mbtest.Result(full, p.returncode, p.stdout, "")
+
+    def close(self):
+        for ns in self.created:
+            # Anything still running inside (a stray orted or rank) goes with the namespace.
+            pids = sh(["ip", "netns", "pids", ns], check=False).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), 9)
+                except (OSError, ValueError):
+                    pass
+            sh(["ip", "netns", "del", ns], check=False)
+        self.created = []
+
+
+class MultiHostTest(mbtest.TempDirTestCase):
+    def test_two_hosts_two_ranks_match_one_host(self):
+        data = self.path("demo.h5")
+        synth_demo_data(data)
+        single = self.path("single")
+        r = mbtest.run(["train", "--config", DEMO, "train.device=cpu"] + overrides(data, single), timeout=600)
+        self.assertExit(r, 0)
+
+        hosts = TwoHosts(self.tmp)
+        try:
+            hostfile = self.write("hosts", "%s slots=1\n%s slots=1\n" % tuple(hosts.addr))
+            run = self.path("two-hosts")
+            env = dict(os.environ, MB_MPIRUN_ARGS="--mca plm_rsh_agent %s --display-map" % hosts.agent)
+            cmd = [os.path.join(LAUNCH, "train-multinode.sh"), "--hostfile", hostfile, "--net", "tcp",
+                   "--ifname", IFNAME, "--cpu", DEMO] + overrides(data, run)
+            r = hosts.run_on_first(cmd, env, timeout=600)
+        finally:
+            hosts.close()
+        self.assertExit(r, 0, "[r0/2]")
+        # Open MPI's map puts rank 0 on the first host and rank 1 on the second, whose daemon
+        # the agent started inside the second namespace.
+        self.assertRegex(r.output, r"Data for node: %s\s[^\n]*\n\s*Process OMPI jobid: \S+ App: 0 Process rank: 0"
+                         % hosts.names[0])
+        self.assertRegex(r.output, r"Data for node: %s\s[^\n]*\n\s*Process OMPI jobid: \S+ App: 0 Process rank: 1"
+                         % hosts.addr[1].replace(".", r"\."))
+        with open(hosts.agent + ".log") as f:
+            started = f.read()
+        self.assertRegex(started, r"%s %s\s+orted " % (hosts.addr[1].replace(".", r"\."), hosts.ns[1]))
+        # ... and told it to call back over the veth link, not loopback.
+        self.assertIn("tcp://%s:" % hosts.addr[0], started)
+        self.assertEqual(train_steps(run), list(range(1, STEPS + 1)), r.output[-3000:])
+        ref, got = final_params(single), final_params(run)
+        self.assertEqual(sorted(ref), sorted(got))
+        for name in ref:
+            np.testing.assert_allclose(got[name], ref[name], rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

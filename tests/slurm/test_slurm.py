@@ -1,0 +1,203 @@
+"""The SLURM path on a real SLURM cluster (Debian's slurmctld, slurmd, munge) on localhost:
+slurm/train-cpu.sbatch with 2 tasks runs the demo config to completion; a job signalled the
+way SLURM does before its time limit (scancel --signal=USR1 --batch) checkpoints, exits 75,
+requeues itself, resumes, and completes with a metrics.jsonl whose steps continue with no gap
+and no repeat; SLURM's own --signal=B:USR1@45 before a 1-minute limit does the same; and
+slurm/sweep.sh runs a job array with a summary job that depends on it.
+
+If the cluster cannot be installed or started, the test fails and says why: it never skips.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, HERE)
+import mbtest  # noqa: E402
+from slurmcluster import SlurmCluster, kill_leftovers  # noqa: E402
+
+TEMPLATE = os.path.join(mbtest.SOURCE_DIR, "slurm", "train-cpu.sbatch")
+DEMO = mbtest.config_path("demo.yaml")
+
+
+def train_steps(run_dir):
+    """Steps of the train records in metrics.jsonl, in file order."""
+    steps = []
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        for line in f:
+            if line.strip():
+                record = json.loads(line)
+                if record.get("event") == "train":
+                    steps.append(record["step"])
+    return steps
+
+
+def read(path):
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
+class SlurmTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.started = time.time()
+        cls._tmp = tempfile.TemporaryDirectory(prefix="mbslurm-")
+        cls.tmp = cls._tmp.name
+        os.chmod(cls.tmp, 0o755)  # munged: the directories above its socket must be searchable
+        cls.cluster = SlurmCluster(os.path.join(cls.tmp, "cluster"), cpus=2)
+        try:
+            cls.cluster.start()
+        except BaseException:
+            cls.cluster.stop()
+            kill_leftovers(cls.cluster.conf)
+            cls._tmp.cleanup()
+            raise
+        print("cluster up in %.1f s" % (time.time() - cls.started), flush=True)
+        cls.data = os.path.join(cls.tmp, "demo.h5")
+        # The streams of configs/demo.yaml, fewer rows: the demo's shapes at test size.
+        r = mbtest.run(["data", "synth-series", "--out", cls.data, "--rows", "20000", "--streams", "m1:1,m5:5,h1:60"],
+                       timeout=300)
+        if r.returncode != 0:
+            cls.tearDownClass()
+            raise RuntimeError("could not make the demo data:\n%r" % r)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+        kill_leftovers(cls.cluster.conf)
+        cls._tmp.cleanup()
+        print("slurm test total %.1f s" % (time.time() - cls.started), flush=True)
+
+    def submit(self, name, steps, extra=(), sbatch=(), env=None):
+        run_dir = os.path.join(self.tmp, name)
+        log = os.path.join(self.tmp, name + ".out")
+        args = ["--job-name=" + name, "--output=" + log] + list(sbatch) + [
+            TEMPLATE, DEMO, "data.path=" + self.data, "run.dir=" + run_dir, "train.max_steps=%d" % steps,
+            "run.log_every=1"] + list(extra)
+        job = self.cluster.sbatch(args, cwd=self.tmp, env=dict(env or {}, MEGABATCH_HOME=mbtest.SOURCE_DIR))
+        return job, run_dir, log
+
+    def assertContinuous(self, run_dir, steps, log):
+        got = train_steps(run_dir)
+        self.assertEqual(got, list(range(1, steps + 1)),
+                         "metrics.jsonl train steps must be 1..%d in order, no gap, no repeat\n%s" % (steps, read(log)[-4000:]))
+
+    def latest_checkpoint(self, run_dir):
+        ckpt = os.path.join(run_dir, "checkpoints")
+        latest = os.path.join(ckpt, "latest")
+        self.assertTrue(os.path.exists(latest), "no checkpoints/latest in %s" % run_dir)
+        path = os.path.join(ckpt, read(latest).strip())
+        self.assertTrue(os.path.getsize(path) > 0, path)
+        return path
+
+    def test_a_job_completes(self):
+        start = time.time()
+        steps = 30
+        job, run_dir, log = self.submit("complete", steps, ["run.checkpoint_every=10", "train.eval_every=10"])
+        info = self.cluster.wait_for(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"), timeout=400)
+        self.assertEqual(info.get("JobState"), "COMPLETED", "%s\n%s" % (info, read(log)[-4000:]))
+        self.assertEqual(info.get("ExitCode"), "0:0", info)
+        self.assertEqual(info.get("NumTasks"), "2", info)
+        self.assertContinuous(run_dir, steps, log)
+        self.assertTrue(self.latest_checkpoint(run_dir).endswith("step-%08d.h5" % steps))
+        self.assertIn("srun --mpi=pmix", read(log))
+        print("completion path: %.1f s" % (time.time() - start), flush=True)
+
+    def test_b_preempt_requeue_resume(self):
+        self.preempt_requeue_resume("preempt", {}, "srun --mpi=pmix")
+
+    def test_e_preempt_requeue_resume_under_mpirun(self):
+        """The same with MB_LAUNCHER=mpirun: Open MPI's mpirun inside the allocation."""
+        self.preempt_requeue_resume("preempt-mpirun", {"MB_LAUNCHER": "mpirun"}, "job.sh: mpirun -np 2")
+
+    def preempt_requeue_resume(self, name, env, launcher):
+        start = time.time()
+        steps = 60
+        job, run_dir, log = self.submit(name, steps, ["run.checkpoint_every=1000", "train.eval_every=1000"], env=env)
+        self.cluster.wait_for(job, "RUNNING", timeout=120)
+        # Let the first run make progress, then signal the batch shell as --signal=B:USR1 does.
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            if os.path.exists(os.path.join(run_dir, "metrics.jsonl")) and len(train_steps(run_dir)) >= 3:
+                break
+            time.sleep(0.2)
+        else:
+            self.fail("the first run made no progress in 300 s\n%s" % read(log)[-4000:])
+        self.cluster.scancel("--signal=USR1", "--batch", job)
+        requeued = self.cluster.wait_for(job, ("PENDING", "FAILED", "CANCELLED", "COMPLETED"), timeout=300)
+        self.assertEqual(requeued.get("JobState"), "PENDING", "%s\n%s" % (requeued, read(log)[-4000:]))
+        self.assertEqual(requeued.get("Restarts"), "1", requeued)
+        stopped = self.latest_checkpoint(run_dir)
+        stopped_step = int(os.path.basename(stopped)[5:13])
+        self.assertLess(stopped_step, steps, "the first run must stop early, at a checkpoint")
+        self.assertEqual(train_steps(run_dir)[-1], stopped_step,
+                         "the checkpoint is written at the step boundary where the run stopped")
+
+        info = self.cluster.wait_for(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"), timeout=400)
+        out = read(log)
+        self.assertEqual(info.get("JobState"), "COMPLETED", "%s\n%s" % (info, out[-4000:]))
+        self.assertEqual(info.get("Restarts"), "1", info)
+        self.assertIn("job.sh: SIGUSR1", out)
+        self.assertIn("training step exited with 75", out)
+        self.assertIn("requeueing job %s" % job, out)
+        self.assertIn("run 2 on", out)
+        self.assertIn(launcher, out)
+        self.assertRegex(out, r"resuming from .*step-%08d\.h5" % stopped_step)
+        self.assertContinuous(run_dir, steps, log)
+        self.assertTrue(self.latest_checkpoint(run_dir).endswith("step-%08d.h5" % steps))
+        print("preempt-requeue-resume path (%s): %.1f s (stopped at step %d of %d)"
+              % (launcher, time.time() - start, stopped_step, steps), flush=True)
+
+    def test_c_time_limit_signal_from_slurm(self):
+        """No scancel: SLURM itself sends --signal=B:USR1@45 to a job with a 1-minute limit."""
+        start = time.time()
+        steps = 100000  # more than two runs can do: each run ends by the signal
+        job, run_dir, log = self.submit("timelimit", steps, ["run.checkpoint_every=1000000", "train.eval_every=1000000"],
+                                        sbatch=["--time=1", "--signal=B:USR1@45"], env={"MB_MAX_RESTARTS": "1"})
+        info = self.cluster.wait_for(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"), timeout=400)
+        out = read(log)
+        # Run 1: signalled, checkpointed, requeued. Run 2: signalled, checkpointed, and, with
+        # MB_MAX_RESTARTS=1, not requeued again: the job ends with the trainer's 75.
+        self.assertEqual((info.get("JobState"), info.get("ExitCode"), info.get("Restarts")), ("FAILED", "75:0", "1"),
+                         "%s\n%s" % (info, out[-4000:]))
+        self.assertEqual(out.count("job.sh: SIGUSR1"), 2, out[-4000:])
+        self.assertEqual(out.count("training step exited with 75"), 2, out[-4000:])
+        self.assertIn("already restarted 1 times (MB_MAX_RESTARTS=1): not requeueing", out)
+        got = train_steps(run_dir)
+        self.assertEqual(got, list(range(1, len(got) + 1)), "steps continue with no gap and no repeat")
+        self.assertTrue(self.latest_checkpoint(run_dir).endswith("step-%08d.h5" % got[-1]))
+        print("time-limit signal path: %.1f s (%d steps over 2 runs)" % (time.time() - start, got[-1]), flush=True)
+
+    def test_d_sweep_array_and_dependent_summary(self):
+        start = time.time()
+        env = dict(self.cluster.env, MB_SWEEP="optim.lr=1e-3;optim.lr=3e-3 model.hidden=16", MB_DEVICE="cpu",
+                   MEGABATCH_HOME=mbtest.SOURCE_DIR)
+        cmd = [os.path.join(mbtest.SOURCE_DIR, "slurm", "sweep.sh"), "--parallel", "1", "--dir", "sweep",
+               "--gpus-per-node=0", "--cpus-per-task=1", "--ntasks-per-node=2", DEMO, "data.path=" + self.data,
+               "train.max_steps=10", "train.eval_every=5", "run.log_every=5"]
+        r = subprocess.run(cmd, cwd=self.tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           universal_newlines=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        array, summary = re.search(r"array job (\d+) \(2 tasks: 0-1%1\)", r.stdout), re.search(r"summary job (\d+)", r.stdout)
+        self.assertTrue(array and summary, r.stdout)
+        info = self.cluster.wait_for(summary.group(1), ("COMPLETED", "FAILED", "CANCELLED"), timeout=300)
+        self.assertEqual(info.get("JobState"), "COMPLETED", info)
+        self.assertEqual(info.get("Dependency"), "(null)", info)  # satisfied, after the array
+        for task in ("0", "1"):
+            t = self.cluster.job("%s_%s" % (array.group(1), task))
+            self.assertEqual((t.get("JobState"), t.get("ExitCode")), ("COMPLETED", "0:0"), t)
+        table = read(os.path.join(self.tmp, "slurm-megabatch-sweep-summary-%s.out" % summary.group(1)))
+        for name in ("optim.lr=1e-3", "optim.lr=3e-3_model.hidden=16"):
+            self.assertEqual(train_steps(os.path.join(self.tmp, "sweep", name)), list(range(5, 11, 5)))
+            self.assertRegex(table, r"%s\s+\d\.\d+\s+(5|10)\s+10\s" % re.escape(name))
+        print("sweep (array of 2 + afterany summary): %.1f s" % (time.time() - start), flush=True)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
