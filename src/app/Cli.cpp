@@ -11,6 +11,7 @@
 #include "common/TorchCompat.h"
 #include "dist/Runtime.h"
 #include "megabatch/Version.h"
+#include "train/Signals.h"
 
 namespace mb::app {
 namespace {
@@ -261,6 +262,9 @@ int main(int argc, char** argv) {
   } catch (const Error& error) {
     return reportError(error);
   }
+  // Training records SIGTERM/SIGUSR1/SIGINT from the very start, so a preemption signal that
+  // arrives during start-up still ends in a checkpoint and exit 75, not a killed rank.
+  if (spec->name == "train") train::installStopSignalHandlers();
   std::unique_ptr<dist::Runtime> runtime;
   try {
     runtime = std::make_unique<dist::Runtime>(&argc, &argv);

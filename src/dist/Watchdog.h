@@ -4,7 +4,8 @@
 // (dist.timeout_s) is logged with the rank, the operation, and how long it waited, the abort
 // hooks run (NCCL communicators are aborted first; a hook that itself hangs is given up on
 // after kAbortHookSeconds), and the process ends with exit code 1.
-// Under mpirun that ends every rank; under srun, --kill-on-bad-exit does.
+// Every rank runs its own watchdog, so each rank stuck in a collective ends itself; under
+// mpirun the first non-zero exit also ends the others.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>

@@ -229,7 +229,7 @@ void Trainer::restoreFrom(std::optional<CheckpointContent>& resumed) {
 // --- the loop ----------------------------------------------------------------------
 
 RunOutcome Trainer::run() {
-  installStopSignalHandlers();
+  installStopSignalHandlers();  // again: MPI initialisation may have replaced them
   setUpDevice();
   prepareRunDirectory();
   std::optional<CheckpointContent> resumed = findResumePoint();
