@@ -1,11 +1,115 @@
-// megabatch predict: not implemented yet (models issue #6). Says so and exits 1.
+// megabatch predict --checkpoint CKPT --data FILE --out FILE.h5 [--split all|train|val|test]
+// Runs a trained lstm or mlp over a split of a data file and writes its predictions to HDF5,
+// one row per sample, aligned with the sample timestamps:
+//   /predictions   [M] or [M, K] (regression), or [M, C] logits (classification)
+//   /predicted_class [M] int64 (classification)
+//   /sample_index  [M] int64: the row of the data file's samples
+//   /timestamps    [M] int64: the data file's /timestamps of those samples (when it has them)
+//   /targets       the data file's targets of those samples
+// Attributes name the checkpoint, its step, the data file and the split.
+#include <cstdio>
+#include <filesystem>
+
+#include <ATen/Functions.h>
+#include <c10/core/GradMode.h>
+
 #include "app/Cli.h"
 #include "common/Error.h"
+#include "common/Hdf5.h"
+#include "common/Log.h"
+#include "data/ShardedData.h"
+#include "dist/Runtime.h"
+#include "dist/SingleCommunicator.h"
+#include "model/Model.h"
+#include "train/CheckpointModel.h"
 
 namespace mb::app {
+namespace {
 
-int runPredict(const ParsedArgs&, dist::Runtime&) {
-  throw RuntimeError("megabatch predict is not implemented yet (models issue #6)");
+std::vector<data::Split> splitsFor(const std::string& name) {
+  if (name == "all") return {data::Split::kTrain, data::Split::kVal, data::Split::kTest};
+  if (name == "train") return {data::Split::kTrain};
+  if (name == "val") return {data::Split::kVal};
+  if (name == "test") return {data::Split::kTest};
+  throw ConfigError("--split " + name + ": expected all, train, val, or test");
+}
+
+struct Predictions {
+  std::vector<at::Tensor> outputs, indices, targets;
+};
+
+void predictSplit(model::Model& model, data::ShardedData& data, data::Split split, std::int64_t batchSize,
+                  Predictions& out) {
+  at::NoGradGuard noGrad;
+  const std::int64_t count = data.evalCount(split);
+  for (std::int64_t begin = 0; begin < count; begin += batchSize) {
+    data::Batch batch = data.evalBatch(split, begin, std::min(count, begin + batchSize), at::kFloat);
+    out.outputs.push_back(model.forward(batch).to(at::kCPU, at::kFloat));
+    out.indices.push_back(batch.sampleIndex.to(at::kCPU));
+    out.targets.push_back(batch.targets.to(at::kCPU));
+  }
+}
+
+at::Tensor timestampsOf(const Config& config, const at::Tensor& sampleIndex) {
+  std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
+  h5::Handle file = h5::openFile(config.data.path, false, ExitCode::kData);
+  if (!h5::isDataset(file.get(), config.data.names.timestamps)) return {};
+  at::Tensor all = h5::readTensor(file.get(), config.data.names.timestamps, ExitCode::kData, at::kLong);
+  return all.index_select(0, sampleIndex);
+}
+
+void writePredictions(const std::string& path, const train::TrainedModel& run, const Config& config,
+                      const std::string& split, const Predictions& p) {
+  at::Tensor outputs = at::cat(p.outputs), indices = at::cat(p.indices), targets = at::cat(p.targets);
+  std::string tmp = path + ".tmp";
+  {
+    std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
+    constexpr ExitCode code = ExitCode::kFailure;
+    h5::Handle file = h5::createFile(tmp, false, code);
+    h5::WriteOptions options;
+    options.gzipLevel = 4;
+    h5::writeTensor(file.get(), "predictions", outputs, options, code);
+    if (config.model.task == Task::kClassification)
+      h5::writeTensor(file.get(), "predicted_class", outputs.argmax(1), options, code);
+    h5::writeTensor(file.get(), "sample_index", indices, options, code);
+    h5::writeTensor(file.get(), "targets", targets, options, code);
+    at::Tensor timestamps = timestampsOf(config, indices);
+    if (timestamps.defined()) h5::writeTensor(file.get(), "timestamps", timestamps, options, code);
+    h5::writeAttribute(file.get(), "checkpoint", run.path, code);
+    h5::writeAttribute(file.get(), "step", run.checkpoint.trainer.step, code);
+    h5::writeAttribute(file.get(), "data", config.data.path, code);
+    h5::writeAttribute(file.get(), "split", split, code);
+    h5::writeAttribute(file.get(), "model", run.model->kind(), code);
+    file.close(code, tmp);
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace
+
+int runPredict(const ParsedArgs& args, dist::Runtime& runtime) {
+  if (!args.has("checkpoint") || !args.has("data") || !args.has("out"))
+    throw ConfigError("megabatch predict needs --checkpoint CKPT --data FILE --out FILE.h5");
+  const std::string splitName = args.get("split", "all");
+  std::vector<data::Split> splits = splitsFor(splitName);
+  if (runtime.rank() != 0) return 0;  // prediction runs in one process; other ranks are idle
+  train::TrainedModel run = train::loadTrainedModel(args.get("checkpoint"), args.positionals);
+  if (run.config.model.kind == ModelKind::kGpt)
+    throw ConfigError(run.path + " holds a gpt model: use megabatch sample to generate from it");
+  Config config = run.config;
+  config.data.path = args.get("data");
+  config.data.canonicalShards = 1;
+  config.data.residency = Residency::kHost;  // the train split in time order must be resident
+  dist::SingleCommunicator self;
+  std::unique_ptr<data::ShardedData> data = data::ShardedData::load(config, self, c10::Device(c10::kCPU));
+  Predictions predictions;
+  const std::int64_t batchSize = config.train.microBatch > 0 ? config.train.microBatch : 512;
+  for (data::Split split : splits) predictSplit(*run.model, *data, split, batchSize, predictions);
+  writePredictions(args.get("out"), run, config, splitName, predictions);
+  std::int64_t rows = 0;
+  for (const auto& t : predictions.indices) rows += t.size(0);
+  log::get("app").info("wrote {} predictions ({} split) to {}", rows, splitName, args.get("out"));
+  return 0;
 }
 
 }  // namespace mb::app

@@ -36,16 +36,20 @@ std::int64_t LoadedData::globalCount(std::int64_t batch) const {
   return order_.batchSize(batch);
 }
 
-std::int64_t LoadedData::evalCount(Split split) const {
-  if (split == Split::kTrain)
-    throw RuntimeError("ShardedData::evalCount: train is not an eval split");
-  return (split == Split::kVal ? val_ : test_).samples().size();
+const Store& LoadedData::evalStore(Split split) const {
+  if (split == Split::kVal) return val_;
+  if (split == Split::kTest) return test_;
+  if (const Store* train = trainStore()) return *train;
+  throw RuntimeError("this rank's train split is streamed (data.residency = stream), not resident",
+                     "use data.residency=host to read the train split in time order");
 }
+
+std::int64_t LoadedData::evalCount(Split split) const { return evalStore(split).samples().size(); }
 
 Batch LoadedData::evalBatch(Split split, std::int64_t begin, std::int64_t end,
                             at::ScalarType inputType) {
-  const Store& store = split == Split::kVal ? val_ : test_;
-  if (split == Split::kTrain || begin < 0 || end < begin || end > store.samples().size())
+  const Store& store = evalStore(split);
+  if (begin < 0 || end < begin || end > store.samples().size())
     throw RuntimeError("ShardedData::evalBatch(" + std::string(toString(split)) + ", " +
                        std::to_string(begin) + ", " + std::to_string(end) + "): this rank holds " +
                        std::to_string(store.samples().size()) + " samples of that split");

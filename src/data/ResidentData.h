@@ -27,6 +27,9 @@ class LoadedData : public ShardedData {
   LoadStats loadStats() const override { return stats_; }
 
  protected:
+  // The resident train store, or nullptr when the train split is streamed.
+  virtual const Store* trainStore() const { return nullptr; }
+  const Store& evalStore(Split split) const;
   // Computes this rank's share of epoch `epoch`.
   void computeShare(std::int64_t epoch);
   // Position in the share of item `begin` of batch `batch`; checks the arguments.
@@ -58,6 +61,7 @@ class ResidentData final : public LoadedData {
   std::int64_t residentBytes() const override;
 
  private:
+  const Store* trainStore() const override { return &train_; }
   Store train_;
   at::Tensor shareLocal_;  // [share items] positions within train_, on its device
 };

@@ -71,7 +71,8 @@ class ShardedData {
                            at::ScalarType inputType) = 0;
 
   // --- eval ---
-  // This rank's samples of `split` (a contiguous part of it; empty parts are allowed).
+  // This rank's samples of `split` (a contiguous part of it; empty parts are allowed). For
+  // kTrain: this rank's train items in time order (resident residency only; `predict` uses it).
   virtual std::int64_t evalCount(Split split) const = 0;
   virtual Batch evalBatch(Split split, std::int64_t begin, std::int64_t end, at::ScalarType inputType) = 0;
 
