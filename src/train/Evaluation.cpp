@@ -94,15 +94,19 @@ std::optional<ExactMatch> arithmeticExactMatch(model::Model& model, const std::s
   model::SamplingOptions options;
   options.maxNewTokens = static_cast<std::int64_t>(longestAnswer) + 2;
   options.stopTokens = {'\n'};
+  // In the corpus every problem follows the previous one's newline; the prompt starts the same
+  // way, so the model knows a new problem begins (not the middle of a number).
+  std::vector<std::string> inputs(count);
+  for (std::size_t i = 0; i < count; ++i) inputs[i] = "\n" + prompts[i];
   std::map<std::size_t, std::vector<std::size_t>> byLength;
-  for (std::size_t i = 0; i < count; ++i) byLength[prompts[i].size()].push_back(i);
+  for (std::size_t i = 0; i < count; ++i) byLength[inputs[i].size()].push_back(i);
   std::vector<std::string> generated(count);
   auto* gpt = dynamic_cast<model::Gpt*>(&model);
   if (gpt == nullptr) throw ConfigError("exact-match evaluation needs a gpt model (model.kind = gpt)");
   for (const auto& [length, indices] : byLength) {
     at::Tensor batch = at::empty({static_cast<std::int64_t>(indices.size()), static_cast<std::int64_t>(length)}, at::kLong);
     for (std::size_t row = 0; row < indices.size(); ++row) {
-      const std::string& p = prompts[indices[row]];
+      const std::string& p = inputs[indices[row]];
       for (std::size_t c = 0; c < length; ++c) batch[row][c] = static_cast<std::int64_t>(static_cast<unsigned char>(p[c]));
     }
     std::vector<model::Generation> out = model::generate(*gpt, batch, options);
