@@ -12,6 +12,13 @@ target_link_libraries(megabatch_torch INTERFACE torch)
 # TORCH_CXX_FLAGS carries the libstdc++ ABI flag that LibTorch was built with.
 separate_arguments(_mb_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
 target_compile_options(megabatch_torch INTERFACE ${_mb_torch_flags})
+if(TORCH_CXX_FLAGS MATCHES "_GLIBCXX_USE_CXX11_ABI=0")
+  # pip wheels before PyTorch 2.7 and the "pre-cxx11" LibTorch archives: the flag reaches all of
+  # megabatch, but the distribution's yaml-cpp, spdlog and GoogleTest use the C++11 ABI.
+  message(WARNING "This LibTorch uses the pre-C++11 libstdc++ ABI (_GLIBCXX_USE_CXX11_ABI=0); "
+                  "linking against the system yaml-cpp/spdlog/GoogleTest will fail with undefined "
+                  "std::string symbols. Use PyTorch >= 2.7 or the cxx11-abi LibTorch archive.")
+endif()
 set(MEGABATCH_TORCH_VERSION "${Torch_VERSION}")
 if(NOT MEGABATCH_TORCH_VERSION)
   set(MEGABATCH_TORCH_VERSION "unknown")
@@ -53,11 +60,14 @@ endif()
 
 if(NOT MEGABATCH_CUDA STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
+  # A pip CUDA PyTorch (2.1+) brings NCCL as the nvidia-nccl wheel next to torch/: use that
+  # torch's NCCL when nothing else is named.
+  set(_mb_pip_nccl "${TORCH_INSTALL_PREFIX}/../nvidia/nccl")
   find_path(MEGABATCH_NCCL_INCLUDE_DIR nccl.h
-    HINTS ENV NCCL_ROOT ENV NCCL_HOME ${NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
+    HINTS ENV NCCL_ROOT ENV NCCL_HOME ${NCCL_ROOT} ${_mb_pip_nccl} ${CUDAToolkit_INCLUDE_DIRS}
     PATH_SUFFIXES include)
   find_library(MEGABATCH_NCCL_LIBRARY NAMES nccl libnccl.so.2
-    HINTS ENV NCCL_ROOT ENV NCCL_HOME ${NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR}
+    HINTS ENV NCCL_ROOT ENV NCCL_HOME ${NCCL_ROOT} ${_mb_pip_nccl} ${CUDAToolkit_LIBRARY_DIR}
     PATH_SUFFIXES lib lib64)
   if(_mb_torch_has_cuda AND CUDAToolkit_FOUND AND MEGABATCH_NCCL_INCLUDE_DIR AND MEGABATCH_NCCL_LIBRARY)
     set(MEGABATCH_WITH_CUDA ON)

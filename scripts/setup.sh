@@ -17,6 +17,7 @@ done
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libtorch-dev                       # LibTorch 1.13 (CPU)
+  libopenblas0-openmp                # fast BLAS for LibTorch (Debian defaults to the reference BLAS)
   libopenmpi-dev openmpi-bin         # MPI
   libhdf5-openmpi-dev hdf5-tools     # parallel HDF5 (MPI-IO)
   libyaml-cpp-dev libspdlog-dev libfmt-dev

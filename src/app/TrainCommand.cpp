@@ -8,6 +8,7 @@
 #include "config/ConfigSchema.h"
 #include "dist/Agreement.h"
 #include "dist/Runtime.h"
+#include "train/Trainer.h"
 
 namespace mb::app {
 namespace {
@@ -35,7 +36,17 @@ int runTrain(const ParsedArgs& args, dist::Runtime& runtime) {
     if (runtime.rank() == 0) std::fputs(configToYaml(config).c_str(), stdout);
     return 0;
   }
-  throw RuntimeError("megabatch train: the training loop is not implemented yet (trainer issue #5)");
+  train::Trainer trainer(config, runtime);
+  switch (trainer.run()) {
+    case train::RunOutcome::kFinished:
+    case train::RunOutcome::kEarlyStopped:
+      return 0;
+    case train::RunOutcome::kPreempted:
+      return static_cast<int>(ExitCode::kPreempted);
+    case train::RunOutcome::kTooManyBadSteps:
+      return static_cast<int>(ExitCode::kFailure);
+  }
+  return 0;
 }
 
 }  // namespace mb::app

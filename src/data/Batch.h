@@ -16,6 +16,9 @@ struct Batch {
   at::Tensor targets;
   // [B] int64: index of each sample in the file's sample numbering (predict alignment, lanes).
   at::Tensor sampleIndex;
+  // [B] int64: global lane id of each row, for a stateful LSTM (model.stateful); undefined
+  // otherwise. Rows of one lane in successive batches are consecutive in time.
+  at::Tensor lanes;
 
   std::int64_t size() const { return sampleIndex.defined() ? sampleIndex.size(0) : 0; }
 };

@@ -22,6 +22,21 @@
 //    count, so the sum is the exact global-batch mean, also with unequal per-rank counts.
 //  - Optional bf16 transport (dist.grad_dtype = bf16): buckets travel in bf16, gradients are
 //    accumulated and stored in fp32.
+//  - Gradients live in one flat buffer per bucket: after the first prepareForBackward or
+//    finishGradients, every parameter's .grad is a view into it (PyTorch DDP's
+//    gradient_as_bucket_view). Optimizer::zero_grad() works on them (in place in LibTorch
+//    1.13; set_to_none in 2.x is repaired at the next prepareForBackward). After
+//    finishGradients() every reduced parameter has a defined .grad (zeros where no rank
+//    produced one). Construct the reducer after the model is on its device.
+//  - Ordering: the bucket all-reduces go over `comm` in bucket order on every rank. No other
+//    collective may be issued on the same communicator between the last micro-step's
+//    prepareForBackward and finishGradients: use Runtime::makeDataCommunicator, which is a
+//    communicator of its own (NCCL, or a duplicated MPI communicator with its own worker), so
+//    control traffic (agreement, metrics) may run at any time.
+//  - Threads: the hooks run on autograd's threads (the caller's on CPU, one per device on
+//    CUDA); the reducer locks its state. On CUDA the hooks launch on the stream autograd set
+//    for the accumulation, and finishGradients() leaves the caller's current stream waiting
+//    for the reductions (no host synchronisation with NCCL).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,6 +44,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "config/Config.h"
 #include "dist/Communicator.h"
 
 namespace torch::nn {
@@ -45,6 +61,8 @@ struct ReducerOptions {
 
 struct ReducerStats {
   std::int64_t buckets = 0;
+  // Launch counters: the overlap is launchedDuringBackward / (launchedDuringBackward +
+  // launchedAtFinish).
   std::int64_t launchedDuringBackward = 0;  // bucket launches from hooks, cumulative
   std::int64_t launchedAtFinish = 0;        // launched by finishGradients, cumulative
   double waitSeconds = 0;                   // time blocked in finishGradients, cumulative
@@ -68,6 +86,9 @@ class GradientReducer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Options from the config's dist section (bucket_mb, first_bucket_mb, grad_dtype).
+ReducerOptions reducerOptionsFrom(const DistConfig& config);
 
 // Start-up: rank 0 broadcasts every parameter and buffer, then every rank checks a checksum
 // and the name/shape list against rank 0. A mismatch (e.g. different configs on different

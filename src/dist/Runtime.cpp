@@ -1,14 +1,22 @@
 #include "dist/Runtime.h"
 
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <thread>
 
 #include <mpi.h>
+
+#include <ATen/Functions.h>
 
 #include "common/Check.h"
 #include "common/Environment.h"
 #include "common/Log.h"
+#include "common/Strings.h"
+#include "dist/Agreement.h"
 #include "dist/MpiCommunicator.h"
 #include "dist/SingleCommunicator.h"
 
@@ -48,7 +56,8 @@ Runtime::Runtime(int* argc, char*** argv) {
     return;
   }
   int provided = 0;
-  MB_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+  MB_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+  threadMultiple_ = provided >= MPI_THREAD_MULTIPLE;
   if (provided < MPI_THREAD_SERIALIZED) {
     throw RuntimeError("the MPI library provides thread level " + std::to_string(provided) +
                            ", megabatch needs MPI_THREAD_SERIALIZED",
@@ -60,10 +69,15 @@ Runtime::Runtime(int* argc, char*** argv) {
   discoverLocalRank(topology_);
   log::init(topology_.rank, topology_.size);
   control_ = std::make_shared<MpiCommunicator>(MPI_COMM_WORLD);
+  if (!threadMultiple_ && topology_.rank == 0)
+    log::get("dist").warn(
+        "the MPI library provides MPI_THREAD_SERIALIZED only: gradients share the control "
+        "communicator's queue");
 }
 
 Runtime::~Runtime() {
-  control_.reset();  // joins the worker thread before MPI goes away
+  mpiData_.reset();  // join the worker threads before MPI goes away
+  control_.reset();
   if (!usesMpi_) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -76,12 +90,13 @@ std::shared_ptr<Communicator> Runtime::makeDataCommunicator(BackendKind backend,
   bool cuda = deviceType == "cuda";
   if (backend == BackendKind::kSingle) {
     if (topology_.size != 1)
-      throw ConfigError("dist.backend = single, but " + std::to_string(topology_.size) +
-                            " ranks were launched",
-                        "use dist.backend=auto (or mpi/nccl), or launch one process");
+      throw ConfigError(
+          "dist.backend = single, but " + std::to_string(topology_.size) + " ranks were launched",
+          "use dist.backend=auto (or mpi/nccl), or launch one process");
     return control_;
   }
-  if (backend == BackendKind::kNccl || (backend == BackendKind::kAuto && cuda && usesMpi_)) {
+  bool many = topology_.size > 1;
+  if (backend == BackendKind::kNccl || (backend == BackendKind::kAuto && cuda && many)) {
 #if MEGABATCH_WITH_NCCL
     if (!cuda)
       throw ConfigError("dist.backend = nccl needs train.device = cuda",
@@ -91,9 +106,64 @@ std::shared_ptr<Communicator> Runtime::makeDataCommunicator(BackendKind backend,
     if (backend == BackendKind::kNccl)
       throw ConfigError("dist.backend = nccl, but this megabatch was built without NCCL",
                         "rebuild with scripts/build-gpu.sh, or use dist.backend=mpi");
+    if (topology_.rank == 0)
+      log::get("dist").warn(
+          "this megabatch was built without NCCL: CUDA gradients go over MPI "
+          "through pinned host memory (slow)");
 #endif
   }
-  return control_;  // MPI (CUDA tensors staged through pinned memory) or single
+  // A world of one: every collective is the identity (and CUDA tensors are not staged).
+  if (!many) return std::make_shared<SingleCommunicator>();
+  if (!threadMultiple_) return control_;
+  // MPI gets its own duplicate of the world and its own worker thread. Sharing the control
+  // communicator's FIFO would let a control collective slip between two gradient buckets on
+  // one rank but not on another (buckets launch from backward hooks, or at finishGradients on
+  // a rank whose gradients arrived late), and collectives would then pair up wrongly.
+  if (!mpiData_) mpiData_ = std::make_shared<MpiCommunicator>(MPI_COMM_WORLD);
+  return mpiData_;
+}
+
+int Runtime::selectCudaDevice(int visibleGpus) {
+  int device = visibleGpus > 0 ? topology_.localRank % visibleGpus : -1;
+  agreed(*control_, "selecting the CUDA device", [&] {
+    if (visibleGpus <= 0)
+      throw ConfigError("train.device = cuda, but rank " + std::to_string(topology_.rank) +
+                            " on host " + topology_.host + " sees no CUDA device",
+                        "check the node's GPUs and CUDA_VISIBLE_DEVICES, or use train.device=cpu");
+  });
+  // Rank 0 logs the whole map, so one log shows where every rank runs.
+  constexpr std::int64_t kRecord = 128;
+  std::string text = std::to_string(topology_.localRank) + " " + std::to_string(device) + " " +
+                     std::to_string(visibleGpus) + " " + topology_.host;
+  text = text.substr(0, kRecord - 1);
+  at::Tensor record = at::zeros({kRecord}, at::kByte);
+  std::memcpy(record.data_ptr(), text.data(), text.size());
+  at::Tensor all = control_->allGather(record, "device map");  // [W, kRecord]
+  auto& logger = log::get("dist");
+  for (int r = 0; r < topology_.size; ++r) {
+    auto fields = str::split(reinterpret_cast<const char*>(all[r].data_ptr()), ' ');
+    if (fields.size() < 4) continue;
+    logger.info("rank {}: host {}, local rank {} -> cuda:{} (of {} visible)", r, fields[3],
+                fields[0], fields[1], fields[2]);
+  }
+  if (topology_.localSize > visibleGpus && topology_.rank == 0)
+    logger.warn(
+        "{} ranks share {} GPUs on host {}: GPUs are shared (the NCCL backend needs one "
+        "GPU per rank)",
+        topology_.localSize, visibleGpus, topology_.host);
+  return device;
+}
+
+int Runtime::cpuThreadsPerRank(std::int64_t configured) const {
+  if (configured > 0) return static_cast<int>(configured);
+  int online = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int allowed = online;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) allowed = std::max(1, CPU_COUNT(&set));
+  // A launcher that bound this rank to some CPUs has already divided the node.
+  if (allowed < online) return allowed;
+  return std::max(1, allowed / std::max(1, topology_.localSize));
 }
 
 void Runtime::abortJob(int code) {

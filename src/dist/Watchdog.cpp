@@ -1,6 +1,8 @@
 #include "dist/Watchdog.h"
 
 #include <cstdlib>
+#include <future>
+#include <memory>
 
 #include "common/Log.h"
 
@@ -93,12 +95,32 @@ void Watchdog::fire(const std::string& what, double waited) {
       "command to resume from the last checkpoint; if it recurs, see docs/operations.md "
       "(\"When a run hangs\").",
       log::rank(), waited, what, timeoutSeconds_);
+  runAbortHooksAndExit();
+}
+
+void Watchdog::terminate(const std::string& reason) {
+  log::get("dist").critical("rank {} stops the job: {}", log::rank(), reason);
+  runAbortHooksAndExit();
+}
+
+void Watchdog::runAbortHooksAndExit() {
   std::vector<std::function<void()>> hooks;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     hooks = abortHooks_;
   }
-  for (auto& hook : hooks) hook();
+  // ncclCommAbort can itself block on a broken peer: run the hooks on their own thread and exit
+  // after a deadline whatever they do, so every rank ends within timeout + a few seconds.
+  auto finished = std::make_shared<std::promise<void>>();
+  std::future<void> done = finished->get_future();
+  std::thread([hooks, finished] {
+    for (const auto& hook : hooks)
+      hook();
+    finished->set_value();
+  }).detach();
+  if (done.wait_for(std::chrono::duration<double>(kAbortHookSeconds)) != std::future_status::ready)
+    log::get("dist").error("abort hooks did not finish within {:g} s; exiting anyway",
+                           kAbortHookSeconds);
   log::flush();
   std::_Exit(1);
 }

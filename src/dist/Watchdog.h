@@ -2,7 +2,8 @@
 // Watchdog: no rank waits forever. Every collective and every training step runs inside a
 // Watchdog::Scope. A background thread checks the open scopes; one older than the timeout
 // (dist.timeout_s) is logged with the rank, the operation, and how long it waited, the abort
-// hooks run (NCCL communicators are aborted first), and the process ends with exit code 1.
+// hooks run (NCCL communicators are aborted first; a hook that itself hangs is given up on
+// after kAbortHookSeconds), and the process ends with exit code 1.
 // Under mpirun that ends every rank; under srun, --kill-on-bad-exit does.
 #include <chrono>
 #include <condition_variable>
@@ -18,6 +19,9 @@ namespace mb::dist {
 
 class Watchdog {
  public:
+  // How long the abort hooks (ncclCommAbort) may take before the process exits regardless.
+  static constexpr double kAbortHookSeconds = 10.0;
+
   class Scope {
    public:
     Scope() = default;
@@ -44,12 +48,16 @@ class Watchdog {
   void addAbortHook(std::function<void()> hook);
   // Times `what` ("allreduce grad bucket 2 (1.5 MiB)") until the returned scope closes.
   Scope track(std::string what);
+  // Ends the process now, the way a timeout does (log, abort hooks, exit code 1), for failures
+  // found off the main thread that no exception can carry, e.g. an asynchronous NCCL error.
+  [[noreturn]] void terminate(const std::string& reason);
 
  private:
   Watchdog() = default;
   void ensureThread();
   void run();
   [[noreturn]] void fire(const std::string& what, double waited);
+  [[noreturn]] void runAbortHooksAndExit();
 
   using Clock = std::chrono::steady_clock;
   struct Open {

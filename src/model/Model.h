@@ -34,12 +34,23 @@ class Model : public torch::nn::Module {
   // Sums over the batch of evaluation metrics, each divided later by (count x termsPerSample):
   // e.g. {"mse", ...}, {"mae", ...}, {"accuracy", ...}. Computed without autograd.
   virtual NamedTensors metricSums(const at::Tensor& output, const data::Batch& batch) = 0;
+  // The names metricSums() returns, in the same order, known without a batch (a rank may have
+  // no evaluation samples but must still take part in the reduction of the sums).
+  virtual std::vector<std::string> metricNames() const = 0;
   virtual std::string kind() const = 0;
 
   // State that is neither a parameter nor a buffer but must survive a checkpoint, e.g. the
   // hidden states of a stateful LSTM's lanes. Empty for most models.
   virtual NamedTensors extraState() const { return {}; }
   virtual void loadExtraState(const NamedTensors& state) {}
+  // Forgets carried state (the lanes restart, e.g. at an epoch start). No-op for most models.
+  virtual void resetState() {}
+
+  // state_dict names that alias another entry, as {alias, source}: tied weights such as gpt's
+  // lm_head.weight = transformer.wte.weight. The alias is not registered as a parameter (so
+  // parameters() lists each tensor once for the optimizer and the gradient reducer), but
+  // the state dict carries it under both names, as PyTorch's state_dict() does.
+  virtual std::vector<std::pair<std::string, std::string>> tiedWeights() const { return {}; }
 };
 
 // Builds the model `config.kind` for the data described by `info`, with parameters

@@ -13,29 +13,10 @@
 #include "common/Hdf5.h"
 #include "config/Config.h"
 
+#include "tests/support/TempDir.h"
+
 namespace mb::test {
 
-class TempDir {
- public:
-  TempDir() {
-    auto base = std::filesystem::temp_directory_path() /
-                ("mb-data-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
-    std::filesystem::create_directories(base);
-    path_ = base.string();
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  static int& counter() {
-    static int value = 0;
-    return value;
-  }
-  std::string path_;
-};
 
 // values[s][r][f] = s * 2^20 + r * 8 + f (F <= 8, rows < 2^17).
 inline at::Tensor streamValues(std::int64_t stream, std::int64_t rows, std::int64_t features) {

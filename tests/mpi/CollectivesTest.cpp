@@ -16,14 +16,23 @@ struct Case {
 
 class CollectiveCases : public ::testing::TestWithParam<Case> {};
 
+// The gradient communicator (its own MPI communicator and worker when MPI_THREAD_MULTIPLE;
+// the single-process backend in a world of one) must give the same results as the control one.
+dist::Communicator& dataComm() {
+  static auto comm = test::runtime().makeDataCommunicator(BackendKind::kAuto, "cpu", 0);
+  return *comm;
+}
+
 // Values small enough to be exact in bf16 after summing over 4 ranks.
 at::Tensor rankPattern(int rank, const Case& c) {
   return (at::arange(c.numel, at::kDouble).remainder(7) + rank).to(c.dtype);
 }
 
-TEST_P(CollectiveCases, AllReduceSumAvgMax) {
-  auto& comm = test::runtime().control();
-  const Case c = GetParam();
+// Larger than a default 25 MiB gradient bucket: only summed (the gradient path), so the suite
+// stays fast on two shared cores; the other operators are checked on the smaller sizes.
+constexpr int64_t kLarge = 1'000'000;
+
+void checkAllReduce(dist::Communicator& comm, const Case& c) {
   int w = comm.size();
   at::Tensor base = at::arange(c.numel, at::kDouble).remainder(7);
   // sum over r of (base + r) = w*base + w(w-1)/2
@@ -32,24 +41,42 @@ TEST_P(CollectiveCases, AllReduceSumAvgMax) {
   at::Tensor sum = rankPattern(comm.rank(), c);
   comm.allReduce(sum, dist::ReduceOp::kSum);
   EXPECT_TRUE(at::allclose(sum.to(at::kDouble), expectedSum)) << "sum, dtype " << c.dtype;
+  if (c.numel > kLarge) return;
 
   at::Tensor avg = rankPattern(comm.rank(), c);
   comm.allReduce(avg, dist::ReduceOp::kAvg);
   double tolerance = c.dtype == at::kBFloat16 ? 1e-2 : 1e-6;
   // Integer averages round down (floor division), floating ones are exact up to the dtype.
-  at::Tensor expectedAvg = at::isFloatingType(c.dtype) ? expectedSum / w : at::floor(expectedSum / w);
+  at::Tensor expectedAvg =
+      at::isFloatingType(c.dtype) ? expectedSum / w : at::floor(expectedSum / w);
   EXPECT_TRUE(at::allclose(avg.to(at::kDouble), expectedAvg, tolerance, tolerance)) << "avg";
 
   at::Tensor max = rankPattern(comm.rank(), c);
   comm.allReduce(max, dist::ReduceOp::kMax);
   EXPECT_TRUE(at::allclose(max.to(at::kDouble), base + (w - 1))) << "max";
+
+  at::Tensor min = rankPattern(comm.rank(), c);
+  comm.allReduce(min, dist::ReduceOp::kMin);
+  EXPECT_TRUE(at::allclose(min.to(at::kDouble), base)) << "min";
 }
 
-INSTANTIATE_TEST_SUITE_P(Collectives, CollectiveCases,
-                         ::testing::Values(Case{at::kFloat, 0}, Case{at::kFloat, 1},
-                                           Case{at::kFloat, 1001}, Case{at::kDouble, 333},
-                                           Case{at::kBFloat16, 17}, Case{at::kLong, 5},
-                                           Case{at::kFloat, 7'000'001}));
+TEST_P(CollectiveCases, AllReduceSumAvgMaxMin) {
+  checkAllReduce(test::runtime().control(), GetParam());
+}
+
+TEST_P(CollectiveCases, DataCommunicatorAgrees) {
+  if (GetParam().numel > kLarge) GTEST_SKIP() << "large sizes: covered on the control communicator";
+  checkAllReduce(dataComm(), GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Collectives, CollectiveCases,
+    // Sizes 0, 1, odd, and larger than a default 25 MiB bucket (28, 26.4, 26.4 MB).
+    ::testing::Values(Case{at::kFloat, 0}, Case{at::kFloat, 1}, Case{at::kFloat, 1001},
+                      Case{at::kFloat, 7'000'001}, Case{at::kDouble, 0}, Case{at::kDouble, 1},
+                      Case{at::kDouble, 333}, Case{at::kDouble, 3'300'001}, Case{at::kBFloat16, 0},
+                      Case{at::kBFloat16, 1}, Case{at::kBFloat16, 17},
+                      Case{at::kBFloat16, 13'200'001}, Case{at::kHalf, 257}, Case{at::kLong, 5}));
 
 TEST(Collectives, BroadcastFromEveryRoot) {
   auto& comm = test::runtime().control();
@@ -65,7 +92,8 @@ TEST(Collectives, AllGatherStacksRanks) {
   at::Tensor mine = at::full({2, 3}, comm.rank() * 10, at::kInt);
   at::Tensor all = comm.allGather(mine);
   ASSERT_EQ(all.sizes(), (at::IntArrayRef{comm.size(), 2, 3}));
-  for (int r = 0; r < comm.size(); ++r) EXPECT_TRUE(at::all(all[r] == r * 10).item<bool>());
+  for (int r = 0; r < comm.size(); ++r)
+    EXPECT_TRUE(at::all(all[r] == r * 10).item<bool>());
 }
 
 TEST(Collectives, AsyncAllReducesCompleteInOrder) {
@@ -74,7 +102,8 @@ TEST(Collectives, AsyncAllReducesCompleteInOrder) {
   std::vector<std::shared_ptr<dist::Work>> works;
   for (int i = 0; i < 8; ++i) {
     tensors.push_back(at::full({100 + i}, static_cast<float>(comm.rank() + i), at::kFloat));
-    works.push_back(comm.allReduceAsync(tensors.back(), dist::ReduceOp::kSum, "async " + std::to_string(i)));
+    works.push_back(
+        comm.allReduceAsync(tensors.back(), dist::ReduceOp::kSum, "async " + std::to_string(i)));
   }
   int w = comm.size();
   for (int i = 7; i >= 0; --i) {

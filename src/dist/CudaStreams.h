@@ -1,0 +1,21 @@
+#pragma once
+// What the NCCL backend needs from c10's CUDA layer, behind plain functions: NcclCommunicator.cpp
+// then compiles with only cuda_runtime.h, nccl.h, and CPU ATen headers (the compile-only check
+// on machines whose LibTorch has no CUDA). Defined in CudaStreamsCuda.cpp, CUDA builds only.
+struct CUstream_st;  // cudaStream_t is CUstream_st*
+
+namespace at {
+class Tensor;
+}
+
+namespace mb::dist::cuda {
+
+// The calling thread's current stream on `device` (c10::cuda::getCurrentCUDAStream): the
+// stream that CUDAStreamGuard and autograd's per-node stream semantics select.
+CUstream_st* currentStream(int device);
+
+// Tells the caching allocator that `tensor`'s memory is in use on `stream`, so it is not handed
+// out again before the work queued there has finished (c10 recordStream).
+void recordStream(const at::Tensor& tensor, CUstream_st* stream);
+
+}  // namespace mb::dist::cuda

@@ -1,0 +1,111 @@
+#pragma once
+// Checkpoints (DESIGN.md "Checkpoints", docs/checkpoint-format.md). Rank 0 writes one HDF5
+// file per checkpoint; any world size can resume it.
+//
+// File layout:
+//   /model/<state_dict name>              parameters and buffers, float32, Fletcher32
+//   /optimizer/<param name>/<state name>  exp_avg, exp_avg_sq, or momentum_buffer
+//   /extra/<name>                         model state that is not a parameter (LSTM lanes)
+//   /trainer (attributes)                 step, epoch, batch_in_epoch, samples_seen,
+//                                         canonical_shards, seed, global_batch, bad_steps,
+//                                         best_metric, best_step, evals_without_improvement
+//   /meta (attributes)                    format_version, config (YAML), world_size,
+//                                         megabatch_version, torch_version, data_fingerprint,
+//                                         saved_at, optimizer, optimizer_steps, lr
+// The file uses HDF5's newest format, whose metadata carries checksums; datasets carry
+// Fletcher32. Loading reads every dataset, so a flipped bit or a truncated file is detected.
+//
+// Note [Atomic checkpoint writes]
+// A checkpoint is written to NAME.tmp, fsynced, renamed to NAME, and the directory fsynced;
+// only then is `latest` replaced the same way. A crash or full disk at any point leaves the
+// previous checkpoint and the previous `latest` intact. Nothing executes code from the file.
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace mb::train {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+constexpr std::int64_t kCheckpointFormatVersion = 1;
+
+// Where training stands: enough to continue exactly where it stopped.
+struct TrainerState {
+  std::int64_t step = 0;          // optimizer steps done
+  std::int64_t epoch = 0;         // current epoch
+  std::int64_t batchInEpoch = 0;  // next global batch of `epoch` to run
+  std::int64_t samplesSeen = 0;
+  std::int64_t canonicalShards = 0;  // V
+  std::int64_t seed = 0;
+  std::int64_t globalBatch = 0;
+  std::int64_t badSteps = 0;         // consecutive non-finite steps
+  double bestMetric = std::nan("");  // early stopping
+  std::int64_t bestStep = -1;
+  std::int64_t evalsWithoutImprovement = 0;
+};
+
+struct CheckpointContent {
+  TrainerState trainer;
+  NamedTensors model;      // state_dict: parameters and buffers
+  NamedTensors optimizer;  // "<param>/<state>"
+  std::int64_t optimizerSteps = 0;
+  std::string optimizerKind;
+  NamedTensors extra;
+  std::string configYaml;
+  std::string dataFingerprint;
+  double lr = 0;
+  std::int64_t worldSize = 1;
+  // Filled when reading.
+  std::int64_t formatVersion = kCheckpointFormatVersion;
+  std::string megabatchVersion;
+  std::string torchVersion;
+  std::string savedAt;
+};
+
+// Writes `content` to `path` atomically (Note [Atomic checkpoint writes]). On failure (disk
+// full, permissions) removes the temporary file and throws CheckpointError.
+void writeCheckpointFile(const std::string& path, const CheckpointContent& content);
+// Reads and verifies a whole checkpoint. Throws CheckpointError naming the file and what is wrong.
+CheckpointContent readCheckpointFile(const std::string& path);
+// True if `path` is an HDF5 file that looks like a checkpoint (has /meta and /model).
+bool isCheckpointFile(const std::string& path);
+// Human-readable description for `megabatch inspect`.
+std::string describeCheckpoint(const std::string& path);
+
+// The checkpoints/ directory of a run: step-<8 digits>.h5 files, `latest`, best.h5.
+class CheckpointDirectory {
+ public:
+  CheckpointDirectory(std::string runDir, std::int64_t keepLast);
+
+  const std::string& path() const { return dir_; }
+  std::string stepPath(std::int64_t step) const;
+  std::string bestPath() const;
+
+  // Writes step-N.h5, points `latest` at it, and removes step files beyond keep_last.
+  std::string save(const CheckpointContent& content);
+  void saveBest(const CheckpointContent& content);
+
+  // Step files present, newest first.
+  std::vector<std::string> stepFiles() const;
+  // The newest checkpoint that loads: `latest` first, then older step files, each failure
+  // logged as a warning naming the file. nullopt when the directory has no checkpoints;
+  // CheckpointError when some exist but none loads.
+  std::optional<std::pair<std::string, CheckpointContent>> loadNewest() const;
+
+ private:
+  std::string readLatestName() const;
+  void prune(const std::string& keep);
+
+  std::string dir_;
+  std::int64_t keepLast_;
+};
+
+// Writes `text` to `path` atomically (tmp, fsync, rename, fsync dir).
+void writeFileAtomically(const std::string& path, const std::string& text);
+
+}  // namespace mb::train

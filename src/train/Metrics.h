@@ -1,0 +1,43 @@
+#pragma once
+// metrics.jsonl: one JSON object per log event (DESIGN.md "Run directory"), written by rank 0.
+// Train records: {"event":"train","step","epoch","split":"train","loss","lr","samples_per_s",
+// "tokens_per_s","step_time_s","data_time_s","comm_time_s","mem_mb","grad_norm","time"};
+// eval records: {"event":"eval","step","epoch","split":"val","loss",<metrics>...,"time"}.
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mb::train {
+
+// A flat JSON object built field by field (numbers, strings, booleans).
+class JsonRecord {
+ public:
+  JsonRecord& add(const std::string& key, double value);
+  JsonRecord& add(const std::string& key, std::int64_t value);
+  JsonRecord& add(const std::string& key, const std::string& value);
+  JsonRecord& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
+  std::string str() const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> fields_;
+};
+
+class MetricsWriter {
+ public:
+  // Opens run.dir/metrics.jsonl for appending. On resume from `resumedStep`, records of steps
+  // after it (written by a run that died before its next checkpoint) are dropped first, so the
+  // step sequence continues with no repeats.
+  MetricsWriter(const std::string& path, std::int64_t resumedStep);
+  void write(const JsonRecord& record);
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+// Resident memory of this process in bytes (CPU), or allocated device memory (CUDA builds).
+std::int64_t processMemoryBytes();
+
+}  // namespace mb::train

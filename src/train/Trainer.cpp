@@ -1,0 +1,588 @@
+#include "train/Trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <thread>
+
+#include <ATen/Functions.h>
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+#include <torch/nn/module.h>
+
+#include "common/Environment.h"
+#include "common/Error.h"
+#include "common/Log.h"
+#include "common/Strings.h"
+#include "config/ConfigLoader.h"
+#include "config/ConfigSchema.h"
+#include "data/ShardedData.h"
+#include "dist/Agreement.h"
+#include "dist/GradientReducer.h"
+#include "dist/Runtime.h"
+#include "model/Model.h"
+#include "train/Metrics.h"
+#include "train/Optimizer.h"
+#include "train/Precision.h"
+#include "train/Signals.h"
+
+namespace mb::train {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+spdlog::logger& logger() { return log::get("train"); }
+
+NamedTensors modelState(const torch::nn::Module& module) {
+  NamedTensors state;
+  for (const auto& item : module.named_parameters(true)) state.emplace_back(item.key(), item.value());
+  for (const auto& item : module.named_buffers(true)) state.emplace_back(item.key(), item.value());
+  return state;
+}
+
+// Copies checkpoint tensors into the model by state_dict name; every name must match both ways.
+void loadModelState(torch::nn::Module& module, const NamedTensors& saved, const std::string& file) {
+  at::NoGradGuard noGrad;
+  NamedTensors mine = modelState(module);
+  for (auto& [name, target] : mine) {
+    const at::Tensor* source = nullptr;
+    for (const auto& [candidate, tensor] : saved) {
+      if (candidate == name) source = &tensor;
+    }
+    if (source == nullptr)
+      throw CheckpointError(file + ": the model has '" + name + "' but the checkpoint does not",
+                            "the config's model.* keys must match the run that wrote the checkpoint");
+    if (source->sizes() != target.sizes())
+      throw CheckpointError(file + ": '" + name + "' has shape " + c10::str(source->sizes()) +
+                                " in the checkpoint but " + c10::str(target.sizes()) + " in the model",
+                            "the config's model.* keys must match the run that wrote the checkpoint");
+    target.copy_(*source);
+  }
+  for (const auto& [name, tensor] : saved) {
+    bool known = false;
+    for (const auto& entry : mine) known = known || entry.first == name;
+    if (!known)
+      throw CheckpointError(file + ": the checkpoint has '" + name + "', which this model does not",
+                            "the config's model.* keys must match the run that wrote the checkpoint");
+  }
+}
+
+}  // namespace
+
+// Rolling statistics between two log lines.
+struct Trainer::Window {
+  Clock::time_point start = Clock::now();
+  std::int64_t steps = 0;
+  std::int64_t samples = 0;
+  double dataSeconds = 0;
+  double commSeconds = 0;
+  at::Tensor lossSum;  // sum over steps of this rank's normalised loss contribution
+  double lastGradNorm = 0;
+  std::int64_t skipped = 0;
+};
+
+Trainer::Trainer(Config config, dist::Runtime& runtime)
+    : config_(std::move(config)), runtime_(runtime), control_(runtime.control()) {
+  if (auto step = env::getInt("MEGABATCH_FAULT_NAN_STEP")) nanFaultStep_ = *step;
+  if (auto rank = env::getInt("MEGABATCH_FAULT_NAN_RANK")) nanFaultRank_ = static_cast<int>(*rank);
+  if (auto count = env::getInt("MEGABATCH_FAULT_NAN_COUNT")) nanFaultCount_ = *count;
+  if (auto step = env::getInt("MEGABATCH_FAULT_STOP_STEP")) stopFaultStep_ = *step;
+}
+
+Trainer::~Trainer() = default;
+
+bool Trainer::isRoot() const { return runtime_.rank() == 0; }
+
+double Trainer::currentLr() const { return learningRate(config_.optim, state_.step, totalSteps_); }
+
+// --- set-up ----------------------------------------------------------------------
+
+void Trainer::setUpDevice() {
+  bool cudaAvailable = torch::cuda::is_available();
+  if (config_.train.device == DeviceKind::kCuda && !cudaAvailable)
+    throw ConfigError("train.device = cuda, but no CUDA device is usable by this megabatch build",
+                      "use train.device=cpu, or build with scripts/build-gpu.sh on a GPU machine");
+  bool useCuda = config_.train.device == DeviceKind::kCuda ||
+                 (config_.train.device == DeviceKind::kAuto && cudaAvailable);
+  if (useCuda) {
+    int index = runtime_.selectCudaDevice(static_cast<int>(torch::cuda::device_count()));
+    device_ = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+    enableFastCudaMath();
+  }
+  int threads = runtime_.cpuThreadsPerRank(config_.train.threads);
+  at::set_num_threads(threads);
+  logger().info("device {}, {} CPU threads per rank, {} rank(s)", device_.str(), threads, runtime_.size());
+  dataComm_ = runtime_.makeDataCommunicator(config_.dist.backend, useCuda ? "cuda" : "cpu",
+                                            useCuda ? device_.index() : -1);
+  at::manual_seed(static_cast<std::uint64_t>(config_.train.seed) * 1000003ULL + runtime_.rank());
+}
+
+void Trainer::prepareRunDirectory() {
+  checkpoints_ = std::make_unique<CheckpointDirectory>(config_.run.dir, config_.run.keepLast);
+  dist::agreed(control_, "preparing the run directory", [&] {
+    if (!isRoot()) return;
+    std::error_code ec;
+    fs::create_directories(checkpoints_->path(), ec);
+    if (ec)
+      throw ConfigError("cannot create run.dir '" + config_.run.dir + "': " + ec.message(),
+                        "set run.dir to a writable directory");
+    log::addFileSink((fs::path(config_.run.dir) / "train.log").string());
+  });
+}
+
+std::optional<CheckpointContent> Trainer::findResumePoint() {
+  std::optional<CheckpointContent> resumed;
+  dist::agreed(control_, "looking for a checkpoint to resume", [&] {
+    if (!isRoot()) return;
+    const std::string& mode = config_.run.resume;
+    if (mode == "never") {
+      if (!checkpoints_->stepFiles().empty())
+        throw ConfigError("run.resume = never, but " + checkpoints_->path() + " already holds checkpoints",
+                          "choose a new run.dir, or set run.resume=auto to continue that run");
+      return;
+    }
+    if (mode == "auto") {
+      if (auto found = checkpoints_->loadNewest()) {
+        logger().info("resuming from {} (step {}, saved on {} ranks)", found->first, found->second.trainer.step,
+                      found->second.worldSize);
+        resumed = std::move(found->second);
+      }
+      return;
+    }
+    resumed = readCheckpointFile(mode);
+    logger().info("resuming from {} (step {})", mode, resumed->trainer.step);
+  });
+  // Every rank learns whether training resumes and where it stands.
+  at::Tensor header = at::zeros({12}, at::kDouble);
+  if (resumed) {
+    const TrainerState& s = resumed->trainer;
+    header = at::tensor({1.0, double(s.step), double(s.epoch), double(s.batchInEpoch), double(s.samplesSeen),
+                         double(s.canonicalShards), double(s.seed), double(s.globalBatch), double(s.badSteps),
+                         s.bestMetric, double(s.bestStep), double(s.evalsWithoutImprovement)},
+                        at::kDouble);
+  }
+  control_.broadcast(header, 0, "resume header");
+  auto h = header.accessor<double, 1>();
+  if (h[0] == 1.0) {
+    TrainerState& s = state_;
+    s.step = std::llround(h[1]);
+    s.epoch = std::llround(h[2]);
+    s.batchInEpoch = std::llround(h[3]);
+    s.samplesSeen = std::llround(h[4]);
+    s.canonicalShards = std::llround(h[5]);
+    s.seed = std::llround(h[6]);
+    s.globalBatch = std::llround(h[7]);
+    s.badSteps = std::llround(h[8]);
+    s.bestMetric = h[9];
+    s.bestStep = std::llround(h[10]);
+    s.evalsWithoutImprovement = std::llround(h[11]);
+    if (!isRoot()) resumed.emplace();  // placeholder: tensors arrive by broadcast
+    resumed->trainer = s;
+  }
+  return resumed;
+}
+
+// The global order is defined by (V, seed, global batch): a resumed run keeps the values it
+// started with, whatever the config says now (DESIGN.md "Splits and global order").
+void Trainer::applyCheckpointOrder(const std::optional<CheckpointContent>& resumed) {
+  if (!resumed) {
+    state_.canonicalShards = config_.data.canonicalShards;
+    state_.seed = config_.train.seed;
+    state_.globalBatch = config_.train.globalBatch;
+    return;
+  }
+  auto keep = [&](const char* key, std::int64_t& configValue, std::int64_t saved) {
+    if (configValue != saved)
+      logger().warn("{} = {} in the config, but the run was started with {}: keeping {} so the data order "
+                    "continues exactly",
+                    key, configValue, saved, saved);
+    configValue = saved;
+  };
+  keep("data.canonical_shards", config_.data.canonicalShards, state_.canonicalShards);
+  keep("train.seed", config_.train.seed, state_.seed);
+  keep("train.global_batch", config_.train.globalBatch, state_.globalBatch);
+}
+
+void Trainer::buildModelAndOptimizer() {
+  model_ = model::buildModel(config_.model, data_->info(), static_cast<std::uint64_t>(config_.train.seed));
+  model_->to(device_);
+  NamedTensors parameters;
+  std::vector<at::Tensor> tensors;
+  std::vector<std::string> names;
+  for (const auto& item : model_->named_parameters(true)) {
+    parameters.emplace_back(item.key(), item.value());
+    tensors.push_back(item.value());
+    names.push_back(item.key());
+  }
+  optimizer_ = std::make_unique<Optimizer>(config_.optim, parameters);
+  reducer_ = std::make_unique<dist::GradientReducer>(dataComm_, tensors, names, dist::reducerOptionsFrom(config_.dist));
+  std::int64_t count = 0;
+  for (const auto& t : tensors) count += t.numel();
+  logger().info("model {}: {} parameters in {} tensors, {} gradient buckets", model_->kind(), count,
+                tensors.size(), reducer_->bucketLayout().size());
+}
+
+// Rank 0 holds the checkpoint's tensors; it loads them, then every tensor is broadcast so all
+// ranks continue from identical state.
+void Trainer::restoreFrom(std::optional<CheckpointContent>& resumed) {
+  if (resumed) {
+    dist::agreed(control_, "restoring the checkpoint", [&] {
+      if (!isRoot()) return;
+      loadModelState(*model_, resumed->model, "checkpoint");
+      optimizer_->loadState(resumed->optimizer, resumed->optimizerSteps);
+      model_->loadExtraState(resumed->extra);
+    });
+  }
+  dist::synchronizeParameters(*dataComm_, *model_);
+  if (!resumed) return;
+  for (auto& [name, tensor] : optimizer_->state()) dataComm_->broadcast(tensor, 0, "optimizer state " + name);
+  at::Tensor steps = at::full({1}, static_cast<double>(resumed->optimizerSteps), at::kDouble);
+  control_.broadcast(steps, 0, "optimizer steps");
+  NamedTensors extra = model_->extraState();
+  for (auto& [name, tensor] : extra) dataComm_->broadcast(tensor, 0, "extra state " + name);
+  if (!isRoot()) {
+    optimizer_->loadState(optimizer_->state(), std::llround(steps.item<double>()));
+    model_->loadExtraState(extra);
+  }
+  resumed.reset();  // free the host copy
+}
+
+// --- the loop ----------------------------------------------------------------------
+
+RunOutcome Trainer::run() {
+  installStopSignalHandlers();
+  setUpDevice();
+  prepareRunDirectory();
+  std::optional<CheckpointContent> resumed = findResumePoint();
+  applyCheckpointOrder(resumed);
+
+  data_ = data::ShardedData::load(config_, control_, device_);
+  buildModelAndOptimizer();
+  restoreFrom(resumed);
+
+  const std::int64_t perEpoch = data_->batchesPerEpoch();
+  totalSteps_ = config_.train.maxSteps > 0 ? config_.train.maxSteps : config_.train.epochs * perEpoch;
+  microBatch_ = config_.train.microBatch > 0
+                    ? config_.train.microBatch
+                    : (config_.train.globalBatch + runtime_.size() - 1) / runtime_.size();
+  if (isRoot()) {
+    writeFileAtomically((fs::path(config_.run.dir) / "config.yaml").string(), configToYaml(config_));
+    metrics_ = std::make_unique<MetricsWriter>((fs::path(config_.run.dir) / "metrics.jsonl").string(), state_.step);
+  }
+  lastCheckpointStep_ = state_.step;
+  logger().info("training {} steps ({} per epoch) from step {}: global batch {}, micro batch {} per rank, "
+                "{} ranks, precision {}",
+                totalSteps_, perEpoch, state_.step, config_.train.globalBatch, microBatch_, runtime_.size(),
+                toString(config_.train.precision));
+
+  Window window;
+  bool epochStarted = false;
+  RunOutcome outcome = RunOutcome::kFinished;
+  while (state_.step < totalSteps_) {
+    if (!epochStarted) {
+      data_->beginEpoch(state_.epoch);
+      epochStarted = true;
+      epochMemoryStart_ = processMemoryBytes();
+    }
+    StepResult step = trainStep();
+    ++state_.step;
+    ++state_.batchInEpoch;
+    state_.samplesSeen += data_->globalCount(state_.batchInEpoch - 1);
+    state_.badSteps = step.applied ? 0 : state_.badSteps + 1;
+
+    bool epochEnded = state_.batchInEpoch == perEpoch;
+    bool last = state_.step == totalSteps_;
+    logStep(step, window, last || epochEnded);
+    if (epochEnded) {
+      checkMemoryGrowth();
+      ++state_.epoch;
+      state_.batchInEpoch = 0;
+      epochStarted = false;
+    }
+    if (state_.badSteps >= config_.train.maxBadSteps) {
+      outcome = RunOutcome::kTooManyBadSteps;
+      break;
+    }
+    bool evalNow = (config_.train.evalEvery > 0 && state_.step % config_.train.evalEvery == 0) || epochEnded || last;
+    if (evalNow && afterEvaluation(evaluate(data::Split::kVal))) {
+      outcome = RunOutcome::kEarlyStopped;
+      break;
+    }
+    bool checkpointNow = config_.run.checkpointEvery > 0 ? state_.step % config_.run.checkpointEvery == 0 : epochEnded;
+    if (checkpointNow || last) saveCheckpoint(last ? "end of training" : "scheduled");
+    if (stopRequested()) {
+      outcome = RunOutcome::kPreempted;
+      break;
+    }
+  }
+  if (state_.step != lastCheckpointStep_) saveCheckpoint("stop");
+  if (outcome == RunOutcome::kTooManyBadSteps)
+    logger().error("stopping: {} consecutive steps had a non-finite loss or gradient (train.max_bad_steps = {}); "
+                   "updates were skipped, so checkpoints/latest holds the last good parameters. Lower optim.lr, "
+                   "raise train.grad_clip, or check the data for extreme values",
+                   state_.badSteps, config_.train.maxBadSteps);
+  return outcome;
+}
+
+Trainer::StepResult Trainer::trainStep() {
+  const std::int64_t batch = state_.batchInEpoch;
+  const std::int64_t local = data_->localCount(batch);
+  const std::int64_t global = data_->globalCount(batch);
+  // Note: the loss is divided by the GLOBAL count, so summed gradients are the global mean.
+  const double normalizer = static_cast<double>(global) * static_cast<double>(model_->termsPerSample());
+  const std::int64_t microSteps = (local + microBatch_ - 1) / microBatch_;
+  StepResult result;
+  result.samples = global;
+  model_->train();
+  at::Tensor lossSum = at::zeros({}, at::TensorOptions().device(device_).dtype(at::kFloat));
+  if (microSteps == 0) reducer_->prepareForBackward(true);  // contribute zero gradients
+  for (std::int64_t m = 0; m < microSteps; ++m) {
+    const std::int64_t begin = m * microBatch_;
+    const std::int64_t end = std::min(local, begin + microBatch_);
+    reducer_->prepareForBackward(m == microSteps - 1);
+    auto dataStart = Clock::now();
+    data::Batch micro = data_->trainBatch(batch, begin, end, at::kFloat);
+    result.dataSeconds += secondsSince(dataStart);
+    at::Tensor part;
+    {
+      AutocastScope autocast(device_.type(), config_.train.precision);
+      at::Tensor output = model_->forward(micro);
+      part = model_->lossSum(output, micro).to(at::kFloat);
+    }
+    if (injectNanNow()) part = part * std::numeric_limits<float>::quiet_NaN();
+    (part / normalizer).backward();
+    lossSum += part.detach();
+  }
+  auto commStart = Clock::now();
+  reducer_->finishGradients();
+  result.commSeconds = secondsSince(commStart);
+
+  // Gradients are identical on every rank now, so every rank takes the same decision.
+  std::vector<at::Tensor> grads;
+  for (const auto& p : model_->parameters()) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  at::Tensor norms = at::stack(at::_foreach_norm(grads)).to(at::kDouble);
+  result.gradNorm = norms.norm().item<double>();
+  result.applied = std::isfinite(result.gradNorm);
+  if (result.applied) {
+    if (config_.train.gradClip > 0 && result.gradNorm > config_.train.gradClip)
+      at::_foreach_mul_(grads, config_.train.gradClip / (result.gradNorm + 1e-6));
+    optimizer_->step(currentLr());
+  } else {
+    logger().warn("step {}: non-finite gradient norm ({}); update skipped on every rank ({} in a row)",
+                  state_.step + 1, result.gradNorm, state_.badSteps + 1);
+  }
+  optimizer_->zeroGrad();
+  result.loss = lossSum / normalizer;
+  return result;
+}
+
+}  // namespace mb::train
+
+namespace mb::train {
+
+// --- logging, evaluation, checkpoints --------------------------------------------------
+
+void Trainer::logStep(const StepResult& step, Window& window, bool force) {
+  window.steps += 1;
+  window.samples += step.samples;
+  window.dataSeconds += step.dataSeconds;
+  window.commSeconds += step.commSeconds;
+  window.lossSum = window.lossSum.defined() ? window.lossSum + step.loss : step.loss.clone();
+  window.lastGradNorm = step.gradNorm;
+  window.skipped += step.applied ? 0 : 1;
+  if (!force && state_.step % config_.run.logEvery != 0) return;
+
+  // One host sync and one small all-reduce per log line, never per step.
+  at::Tensor loss = window.lossSum.to(at::kCPU, at::kDouble).reshape({1});
+  control_.allReduce(loss, dist::ReduceOp::kSum, "metrics");
+  const double meanLoss = loss.item<double>() / static_cast<double>(window.steps);
+  const double elapsed = std::max(secondsSince(window.start), 1e-9);
+  const double samplesPerSecond = static_cast<double>(window.samples) / elapsed;
+  const double stepSeconds = elapsed / static_cast<double>(window.steps);
+  const double dataShare = window.dataSeconds / elapsed;
+  const double commShare = window.commSeconds / elapsed;
+  const double memoryMb = static_cast<double>(processMemoryBytes()) / (1 << 20);
+  const double remaining = static_cast<double>(totalSteps_ - state_.step) * stepSeconds;
+  const bool tokens = data_->info().layout == Layout::kTokens;
+  const double tokensPerSecond = tokens ? samplesPerSecond * static_cast<double>(model_->termsPerSample()) : 0;
+  if (metrics_) {
+    JsonRecord record;
+    record.add("event", "train").add("step", state_.step).add("epoch", state_.epoch).add("split", "train");
+    record.add("loss", meanLoss).add("lr", learningRate(config_.optim, state_.step - 1, totalSteps_));
+    record.add("samples_per_s", samplesPerSecond);
+    if (tokens) record.add("tokens_per_s", tokensPerSecond);
+    record.add("step_time_s", stepSeconds).add("data_time_s", window.dataSeconds / window.steps);
+    record.add("comm_time_s", window.commSeconds / window.steps).add("mem_mb", memoryMb);
+    record.add("grad_norm", window.lastGradNorm).add("skipped_steps", window.skipped);
+    record.add("time", static_cast<double>(std::time(nullptr)));
+    metrics_->write(record);
+  }
+  const double percent = 100.0 * static_cast<double>(state_.step) / static_cast<double>(totalSteps_);
+  logger().info("step {}/{} ({:.0f}%) | loss {:.5g} | lr {:.3g} | {:.0f} samples/s{} | step {:.1f} ms | eta {} | mem {}",
+                state_.step, totalSteps_, percent, meanLoss, learningRate(config_.optim, state_.step - 1, totalSteps_),
+                samplesPerSecond, tokens ? fmt::format(" | {:.0f} tokens/s", tokensPerSecond) : std::string(),
+                1000.0 * stepSeconds, str::humanDuration(remaining),
+                str::humanBytes(static_cast<double>(processMemoryBytes())));
+  // Rank 0 speaks for the job, on the first slow window and then every 20th, so SLURM logs stay readable.
+  const bool slowData = dataShare > 0.10;
+  const bool slowComm = commShare > 0.10 && runtime_.size() > 1;
+  if (isRoot() && (slowData || slowComm) && slowWindows_++ % 20 == 0) {
+    if (slowData)
+      logger().warn("input pipeline: data time is {:.0f}% of step time; the model waits for batches "
+                    "(use data.residency=device or host rather than stream, or give each rank more threads)",
+                    100 * dataShare);
+    if (slowComm)
+      logger().warn("communication: waiting for gradients takes {:.0f}% of step time (a slower rank, or the "
+                    "network: try a larger per-rank batch, dist.grad_dtype=bf16, or fewer ranks per node)",
+                    100 * commShare);
+  }
+  window = Window();
+}
+
+std::map<std::string, double> Trainer::evaluate(data::Split split) {
+  auto start = Clock::now();
+  model_->eval();
+  at::NoGradGuard noGrad;
+  std::vector<std::string> names = model_->metricNames();
+  std::int64_t count = data_->evalCount(split);
+  if (config_.train.evalBatches > 0) {
+    std::int64_t cap = (config_.train.evalBatches * config_.train.globalBatch + runtime_.size() - 1) / runtime_.size();
+    count = std::min(count, cap);
+  }
+  // [count, loss, metrics...] summed on the device, reduced once.
+  at::Tensor sums = at::zeros({static_cast<std::int64_t>(names.size()) + 2},
+                              at::TensorOptions().device(device_).dtype(at::kDouble));
+  for (std::int64_t begin = 0; begin < count; begin += microBatch_) {
+    std::int64_t end = std::min(count, begin + microBatch_);
+    data::Batch batch = data_->evalBatch(split, begin, end, at::kFloat);
+    AutocastScope autocast(device_.type(), config_.train.precision);
+    at::Tensor output = model_->forward(batch);
+    sums[1] += model_->lossSum(output, batch).to(at::kDouble);
+    NamedTensors metrics = model_->metricSums(output, batch);
+    for (std::size_t i = 0; i < metrics.size(); ++i) sums[i + 2] += metrics[i].second.to(at::kDouble);
+  }
+  sums[0] += static_cast<double>(count);
+  at::Tensor total = sums.to(at::kCPU);
+  control_.allReduce(total, dist::ReduceOp::kSum, "eval metrics");
+  auto t = total.accessor<double, 1>();
+  const double terms = std::max(1.0, t[0] * static_cast<double>(model_->termsPerSample()));
+  std::string prefix = std::string(data::toString(split)) + "_";
+  std::map<std::string, double> results{{prefix + "loss", t[1] / terms}};
+  for (std::size_t i = 0; i < names.size(); ++i) results[prefix + names[i]] = t[i + 2] / terms;
+
+  if (metrics_) {
+    JsonRecord record;
+    record.add("event", "eval").add("step", state_.step).add("epoch", state_.epoch).add("split", data::toString(split));
+    record.add("samples", static_cast<std::int64_t>(t[0]));
+    for (const auto& [name, value] : results) record.add(name.substr(prefix.size()), value);
+    record.add("eval_time_s", secondsSince(start)).add("time", static_cast<double>(std::time(nullptr)));
+    metrics_->write(record);
+  }
+  std::string line;
+  for (const auto& [name, value] : results) line += fmt::format(" | {} {:.5g}", name, value);
+  logger().info("eval at step {} on {} {} samples{} ({:.1f} s)", state_.step, static_cast<std::int64_t>(t[0]),
+                data::toString(split), line, secondsSince(start));
+  return results;
+}
+
+bool Trainer::afterEvaluation(const std::map<std::string, double>& metrics) {
+  const auto& rule = config_.train.earlyStopping;
+  auto it = metrics.find(rule.metric);
+  if (it == metrics.end()) {
+    logger().warn("train.early_stopping.metric = {} is not among the evaluation metrics; best.h5 is not kept",
+                  rule.metric);
+    return false;
+  }
+  const double value = it->second;
+  const bool minimise = rule.mode == MetricMode::kMin;
+  const bool improved = std::isnan(state_.bestMetric) ||
+                        (minimise ? value < state_.bestMetric - rule.minDelta : value > state_.bestMetric + rule.minDelta);
+  if (improved && std::isfinite(value)) {
+    state_.bestMetric = value;
+    state_.bestStep = state_.step;
+    state_.evalsWithoutImprovement = 0;
+    CheckpointContent content;
+    if (isRoot()) content = snapshot();
+    dist::agreed(control_, "writing best.h5", [&] {
+      if (isRoot()) checkpoints_->saveBest(content);
+    });
+    logger().info("new best {} = {:.6g} at step {}: saved {}", rule.metric, value, state_.step, checkpoints_->bestPath());
+    return false;
+  }
+  ++state_.evalsWithoutImprovement;
+  if (rule.patience > 0 && state_.evalsWithoutImprovement >= rule.patience) {
+    logger().info("early stopping at step {}: {} has not improved for {} evaluations (best {:.6g} at step {}, "
+                  "kept in {})",
+                  state_.step, rule.metric, state_.evalsWithoutImprovement, state_.bestMetric, state_.bestStep,
+                  checkpoints_->bestPath());
+    return true;
+  }
+  return false;
+}
+
+CheckpointContent Trainer::snapshot() const {
+  CheckpointContent content;
+  content.trainer = state_;
+  content.model = modelState(*model_);
+  content.optimizer = optimizer_->state();
+  content.optimizerSteps = optimizer_->stepCount();
+  content.optimizerKind = toString(config_.optim.name);
+  content.extra = model_->extraState();
+  content.configYaml = configToYaml(config_);
+  content.dataFingerprint = data_->info().fingerprint;
+  content.lr = currentLr();
+  content.worldSize = runtime_.size();
+  return content;
+}
+
+void Trainer::saveCheckpoint(const char* reason) {
+  auto start = Clock::now();
+  std::string path;
+  dist::agreed(control_, "writing a checkpoint", [&] {
+    if (isRoot()) path = checkpoints_->save(snapshot());
+  });
+  lastCheckpointStep_ = state_.step;
+  logger().info("checkpoint ({}) at step {}: {} in {:.2f} s", reason, state_.step, path, secondsSince(start));
+}
+
+// All ranks agree at every step boundary: a signal to any rank stops every rank.
+bool Trainer::injectNanNow() const {
+  const std::int64_t step = state_.step + 1;
+  return nanFaultStep_ > 0 && step >= nanFaultStep_ && step < nanFaultStep_ + nanFaultCount_ &&
+         (nanFaultRank_ < 0 || nanFaultRank_ == runtime_.rank());
+}
+
+bool Trainer::stopRequested() {
+  // MEGABATCH_FAULT_STOP_STEP: a test hook that acts as a SIGTERM arriving at that step.
+  int local = state_.step == stopFaultStep_ ? SIGTERM : pendingStopSignal();
+  at::Tensor flag = at::full({1}, local, at::kInt);
+  control_.allReduce(flag, dist::ReduceOp::kMax, "stop flag");
+  int signal = flag.item<int>();
+  if (signal == 0) return false;
+  logger().warn("{} received: stopping at step {} after a checkpoint; run the same command again to resume",
+                signalName(signal), state_.step);
+  return true;
+}
+
+void Trainer::checkMemoryGrowth() {
+  std::int64_t now = processMemoryBytes();
+  double growthMb = static_cast<double>(now - epochMemoryStart_) / (1 << 20);
+  if (epochMemoryStart_ > 0 && state_.epoch > 0 && growthMb > config_.train.memoryGrowthWarnMb)
+    logger().warn("memory grew by {:.0f} MiB during epoch {} (now {}); a steady climb across epochs is a leak "
+                  "(train.memory_growth_warn_mb = {:g})",
+                  growthMb, state_.epoch, str::humanBytes(static_cast<double>(now)), config_.train.memoryGrowthWarnMb);
+}
+
+}  // namespace mb::train

@@ -1,0 +1,103 @@
+#pragma once
+// The training loop (read Trainer::run() from top to bottom). It ties together the resident
+// data (src/data), the model (src/model), the gradient reducer (src/dist), the optimizer,
+// checkpoints, metrics, and preemption signals.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "config/Config.h"
+#include "data/DataInfo.h"
+#include "train/Checkpoint.h"
+
+namespace mb::data {
+class ShardedData;
+}
+namespace mb::dist {
+class Communicator;
+class GradientReducer;
+class Runtime;
+}  // namespace mb::dist
+namespace mb::model {
+class Model;
+}
+
+namespace mb::train {
+
+class MetricsWriter;
+class Optimizer;
+
+// How a run ended (the process exit code follows from it).
+enum class RunOutcome { kFinished, kEarlyStopped, kPreempted, kTooManyBadSteps };
+
+class Trainer {
+ public:
+  Trainer(Config config, dist::Runtime& runtime);
+  ~Trainer();
+
+  RunOutcome run();
+
+ private:
+  struct StepResult {
+    double gradNorm = 0;
+    bool applied = true;
+    double dataSeconds = 0;
+    double commSeconds = 0;
+    std::int64_t samples = 0;
+    at::Tensor loss;  // this rank's share of the step's global mean loss (device, 0-d)
+  };
+  struct Window;  // rolling statistics between log lines
+
+  void setUpDevice();
+  void prepareRunDirectory();
+  std::optional<CheckpointContent> findResumePoint();
+  void applyCheckpointOrder(const std::optional<CheckpointContent>& resumed);
+  void buildModelAndOptimizer();
+  void restoreFrom(std::optional<CheckpointContent>& resumed);
+
+  StepResult trainStep();
+  std::map<std::string, double> evaluate(data::Split split);
+  bool afterEvaluation(const std::map<std::string, double>& metrics);  // true: stop early
+  void saveCheckpoint(const char* reason);
+  CheckpointContent snapshot() const;
+  bool stopRequested();
+  bool injectNanNow() const;
+  void logStep(const StepResult& step, Window& window, bool force);
+  void checkMemoryGrowth();
+
+  std::int64_t totalSteps() const { return totalSteps_; }
+  double currentLr() const;
+  bool isRoot() const;
+
+  Config config_;
+  dist::Runtime& runtime_;
+  dist::Communicator& control_;
+  std::shared_ptr<dist::Communicator> dataComm_;
+  c10::Device device_{c10::kCPU};
+  std::unique_ptr<data::ShardedData> data_;
+  std::shared_ptr<model::Model> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<dist::GradientReducer> reducer_;
+  std::unique_ptr<CheckpointDirectory> checkpoints_;
+  std::unique_ptr<MetricsWriter> metrics_;  // rank 0 only
+  TrainerState state_;
+  std::int64_t totalSteps_ = 0;
+  std::int64_t microBatch_ = 0;
+  std::int64_t lastCheckpointStep_ = -1;
+  std::int64_t epochMemoryStart_ = -1;
+  std::int64_t slowWindows_ = 0;  // log windows with a data or communication warning
+  // Test hooks (environment): MEGABATCH_FAULT_NAN_STEP / _COUNT / _RANK make the loss NaN on
+  // steps [STEP, STEP+COUNT) on rank RANK (all ranks if unset); MEGABATCH_FAULT_STOP_STEP acts
+  // as a SIGTERM at that step.
+  std::int64_t nanFaultStep_ = -1;
+  std::int64_t nanFaultCount_ = 1;
+  int nanFaultRank_ = -1;
+  std::int64_t stopFaultStep_ = -1;
+};
+
+}  // namespace mb::train

@@ -1,0 +1,278 @@
+"""PyTorch parity of the model zoo: the state_dict-name contract.
+
+megabatch_model_parity (ParityDump.cpp) builds each model kind in C++, writes its state_dict
+with model::writeStateDict, an input batch, and the C++ outputs, loss sum, metric sums, and
+the gradient of the loss sum for every parameter. Here the same modules are written the way a
+PyTorch user would write them, loaded BY NAME from the HDF5 file with a strict
+load_state_dict, and must reproduce all of it within 1e-5 (fp32).
+
+usage: test_parity.py PATH/TO/megabatch_model_parity
+"""
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import h5py
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+DUMP = os.environ.get("MB_PARITY_DUMP", "")  # or the first argument
+TOL = 1e-5
+
+
+# --- reference modules -------------------------------------------------------------
+
+def make_head(fused, head_hidden, outputs):
+    if head_hidden == 0:
+        return nn.Sequential(nn.Linear(fused, outputs))
+    return nn.Sequential(nn.Linear(fused, head_hidden), nn.GELU(), nn.Dropout(0.0),
+                         nn.Linear(head_hidden, outputs))
+
+
+class MultiStreamLstm(nn.Module):
+    def __init__(self, streams, features, hidden, layers, head_hidden, outputs):
+        super().__init__()
+        self.streams = streams
+        self.encoders = nn.ModuleDict(
+            {s: nn.LSTM(f, hidden, layers, batch_first=True) for s, f in zip(streams, features)})
+        self.head = make_head(hidden * len(streams), head_hidden, outputs)
+
+    def forward(self, xs):
+        finals = []
+        for s, x in zip(self.streams, xs):
+            _, (h_n, _) = self.encoders[s](x)
+            finals.append(h_n[-1])
+        return self.head(torch.cat(finals, dim=1))
+
+
+class Mlp(nn.Module):
+    def __init__(self, width, hidden, layers, outputs):
+        super().__init__()
+        body = []
+        for _ in range(layers):
+            body += [nn.Linear(width, hidden), nn.GELU(), nn.Dropout(0.0)]
+            width = hidden
+        self.body = nn.Sequential(*body)
+        self.head = nn.Linear(width, outputs)
+
+    def forward(self, xs):
+        x = torch.cat([x.reshape(x.shape[0], -1) for x in xs], dim=1)
+        return self.head(self.body(x))
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm with an optional bias (torch 1.13's nn.LayerNorm always has one)."""
+
+    def __init__(self, ndim, bias):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(ndim))
+        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+
+    def forward(self, x):
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, width, heads, bias):
+        super().__init__()
+        self.heads = heads
+        self.c_attn = nn.Linear(width, 3 * width, bias=bias)
+        self.c_proj = nn.Linear(width, width, bias=bias)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class GptMlp(nn.Module):
+    def __init__(self, width, bias):
+        super().__init__()
+        self.c_fc = nn.Linear(width, 4 * width, bias=bias)
+        self.c_proj = nn.Linear(4 * width, width, bias=bias)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, width, heads, bias):
+        super().__init__()
+        self.ln_1 = LayerNorm(width, bias)
+        self.attn = CausalSelfAttention(width, heads, bias)
+        self.ln_2 = LayerNorm(width, bias)
+        self.mlp = GptMlp(width, bias)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class Gpt(nn.Module):
+    def __init__(self, vocab, context, width, layers, heads, bias):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(vocab, width),
+            wpe=nn.Embedding(context, width),
+            h=nn.ModuleList([Block(width, heads, bias) for _ in range(layers)]),
+            ln_f=LayerNorm(width, bias)))
+        self.lm_head = nn.Linear(width, vocab, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight  # weight tying
+
+    def forward(self, idx):
+        pos = torch.arange(idx.shape[1])
+        x = self.transformer.wte(idx) + self.transformer.wpe(pos)
+        for block in self.transformer.h:
+            x = block(x)
+        return self.lm_head(self.transformer.ln_f(x))
+
+
+# --- the comparison ---------------------------------------------------------------------
+
+def attr(f, name):
+    value = f.attrs[name]
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def build(f):
+    kind, task = attr(f, "kind"), attr(f, "task")
+    inputs = [torch.from_numpy(f["inputs"][str(i)][()]) for i in range(len(f["inputs"]))]
+    targets = torch.from_numpy(f["targets"][()])
+    hidden, layers = int(attr(f, "hidden")), int(attr(f, "layers"))
+    if kind == "gpt":
+        context = inputs[0].shape[1]
+        module = Gpt(int(attr(f, "vocab_size")), context, hidden, layers, int(attr(f, "heads")),
+                     bool(attr(f, "bias")))
+        return module, inputs[0], targets
+    outputs = int(attr(f, "num_classes")) if task == "classification" else (
+        1 if targets.dim() == 1 else targets.shape[1])
+    if kind == "lstm":
+        streams = attr(f, "streams").split(",")
+        module = MultiStreamLstm(streams, [x.shape[2] for x in inputs], hidden, layers,
+                                 int(attr(f, "head_hidden")), outputs)
+    else:
+        width = sum(int(np.prod(x.shape[1:])) for x in inputs)
+        module = Mlp(width, hidden, layers, outputs)
+    return module, inputs, targets
+
+
+def loss_and_metrics(f, out, targets):
+    kind, task, loss = attr(f, "kind"), attr(f, "task"), attr(f, "loss")
+    if kind == "gpt":
+        logits = out.reshape(-1, out.shape[-1])
+        value = F.cross_entropy(logits, targets.reshape(-1), reduction="sum")
+        return out, value, {"accuracy": (out.argmax(-1) == targets).sum().float()}
+    if task == "classification":
+        value = F.cross_entropy(out, targets, reduction="sum")
+        return out, value, {"accuracy": (out.argmax(1) == targets).sum().float()}
+    pred = out.squeeze(1) if targets.dim() == 1 else out
+    if loss == "huber":
+        value = F.huber_loss(pred, targets, reduction="sum", delta=float(attr(f, "huber_delta")))
+    else:
+        value = F.mse_loss(pred, targets, reduction="sum")
+    err = (pred - targets).detach()
+    return pred, value, {"mse": err.square().sum(), "mae": err.abs().sum()}
+
+
+class ParityTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not DUMP:
+            raise unittest.SkipTest("pass the path of megabatch_model_parity")
+        cls._tmp = tempfile.TemporaryDirectory(prefix="mbparity-")
+        subprocess.run([DUMP, cls._tmp.name], check=True)
+        cls.files = sorted(os.path.join(cls._tmp.name, n) for n in os.listdir(cls._tmp.name))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+
+    def assertClose(self, name, ours, theirs):
+        theirs = torch.as_tensor(theirs, dtype=ours.dtype)
+        self.assertEqual(tuple(ours.shape), tuple(theirs.shape), name)
+        diff = (ours - theirs).abs().max().item() if ours.numel() else 0.0
+        self.assertTrue(torch.allclose(ours, theirs, rtol=TOL, atol=TOL),
+                        "%s: max abs difference %.3g" % (name, diff))
+        return diff
+
+    def test_cases_cover_every_kind(self):
+        kinds = {re.split(r"[_.]", os.path.basename(p))[0] for p in self.files}
+        self.assertEqual(kinds, {"lstm", "mlp", "gpt"})
+        self.assertGreaterEqual(len(self.files), 7)
+
+    def test_parity(self):
+        for path in self.files:
+            with self.subTest(case=os.path.basename(path)), h5py.File(path, "r") as f:
+                module, inputs, targets = build(f)
+                state = {k: torch.from_numpy(v[()]) for k, v in f["model"].items()}
+                for k, v in state.items():
+                    self.assertEqual(v.dtype, torch.float32, k)
+                    self.assertTrue(f["model"][k].fletcher32, k)
+                # strict: every name of the torch.nn module is in the file and nothing else
+                self.assertEqual(set(state), set(module.state_dict()))
+                module.load_state_dict(state, strict=True)
+                out, loss, metrics = loss_and_metrics(f, module(inputs), targets)
+                loss.backward()
+                worst = self.assertClose("output", out.detach(), f["output"][()])
+                self.assertClose("loss", loss.detach(), f["loss"][()])
+                for name, value in metrics.items():
+                    self.assertClose("metric " + name, value, f["metrics"][name][()])
+                grads = dict(module.named_parameters())
+                self.assertEqual(set(grads), set(f["grads"]))
+                for name, p in grads.items():
+                    worst = max(worst, self.assertClose("grad " + name, p.grad, f["grads"][name][()]))
+                print("%s: %d tensors, loss %.5f, max |diff| %.2g" % (
+                    os.path.basename(path), len(state), loss.item(), worst))
+
+    def test_comparison_is_sensitive(self):
+        # A wrong weight (here one entry off by 1e-3) must break the match: the test can fail.
+        for path in self.files:
+            with self.subTest(case=os.path.basename(path)), h5py.File(path, "r") as f:
+                module, inputs, targets = build(f)
+                state = {k: torch.from_numpy(v[()]) for k, v in f["model"].items()}
+                name = sorted(k for k in state if k.endswith("weight") and "ln" not in k)[0]
+                state[name].view(-1)[0] += 1e-3
+                if name == "transformer.wte.weight":
+                    state["lm_head.weight"] = state[name]
+                module.load_state_dict(state, strict=True)
+                with torch.no_grad():
+                    out, _, _ = loss_and_metrics(f, module(inputs), targets)
+                ours = torch.from_numpy(f["output"][()])
+                self.assertFalse(torch.allclose(out, ours, rtol=TOL, atol=TOL), name)
+
+    def test_tied_weights_stored_under_both_names(self):
+        for path in self.files:
+            if not os.path.basename(path).startswith("gpt"):
+                continue
+            with h5py.File(path, "r") as f:
+                np.testing.assert_array_equal(f["model"]["lm_head.weight"][()],
+                                              f["model"]["transformer.wte.weight"][()])
+
+    def test_gpt2_initialisation(self):
+        with h5py.File([p for p in self.files if p.endswith("gpt.h5")][0], "r") as f:
+            m = f["model"]
+            layers = int(attr(f, "layers"))
+            self.assertAlmostEqual(float(np.std(m["transformer.wte.weight"][()])), 0.02, delta=0.003)
+            proj = np.concatenate([m["transformer.h.%d.attn.c_proj.weight" % i][()].ravel()
+                                   for i in range(layers)])
+            self.assertAlmostEqual(float(np.std(proj)), 0.02 / math.sqrt(2 * layers), delta=0.002)
+            np.testing.assert_array_equal(m["transformer.h.0.ln_1.weight"][()], 1.0)
+            np.testing.assert_array_equal(m["transformer.h.0.attn.c_attn.bias"][()], 0.0)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        DUMP = sys.argv.pop(1)
+    torch.manual_seed(0)
+    unittest.main(verbosity=2)

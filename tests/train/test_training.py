@@ -1,0 +1,224 @@
+"""End-to-end trainer tests on CPU under mpirun: elastic resume, preemption, NaN guard, BF16.
+
+Every test drives the real `megabatch` binary the way a user does and reads what it leaves in
+the run directory (metrics.jsonl, checkpoints) with h5py.
+"""
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import mbtest  # noqa: E402
+
+BASE_CONFIG = """
+run:
+  dir: {run_dir}
+  log_every: 1
+  keep_last: 10
+data:
+  path: {data}
+  layout: series
+  streams:
+    - {{name: m1, window: 16}}
+    - {{name: m5, window: 8}}
+  canonical_shards: 10
+  split: {{train_fraction: 0.8, val_fraction: 0.1, test_fraction: 0.1}}
+model:
+  kind: lstm
+  hidden: 16
+  layers: 1
+  head_hidden: 16
+  dropout: 0.0
+train:
+  global_batch: 32
+  max_steps: 40
+  eval_every: 0
+  precision: fp32
+  threads: 1
+optim:
+  name: adamw
+  lr: 0.01
+  schedule: cosine
+  warmup_steps: 5
+"""
+
+
+def read_metrics(run_dir):
+    records = []
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        for line in f:
+            if line.strip():
+                records.append(json.loads(line))
+    return records
+
+
+def train_losses(run_dir):
+    return {r["step"]: r["loss"] for r in read_metrics(run_dir) if r["event"] == "train"}
+
+
+def checkpoint_params(path):
+    with h5py.File(path, "r") as f:
+        return {name: f["model"][name][()] for name in f["model"]}
+
+
+def latest_checkpoint(run_dir):
+    ckpt = os.path.join(run_dir, "checkpoints")
+    with open(os.path.join(ckpt, "latest")) as f:
+        return os.path.join(ckpt, f.read().strip())
+
+
+class TrainingTest(mbtest.TempDirTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls._shared = tempfile.TemporaryDirectory(prefix="mbtrain-")
+        cls.data = os.path.join(cls._shared.name, "series.h5")
+        r = mbtest.run(["data", "synth-series", "--out", cls.data, "--rows", "8000", "--features", "3",
+                        "--streams", "m1:1,m5:5", "--seed", "7"])
+        if r.returncode != 0:
+            raise RuntimeError("could not make test data:\n%r" % r)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._shared.cleanup()
+
+    def config(self, run_dir, extra=""):
+        return self.write("config-%d.yaml" % len(os.listdir(self.tmp)),
+                          BASE_CONFIG.format(run_dir=run_dir, data=self.data) + extra)
+
+    def train(self, np_, config, overrides=(), env=None, expect=0):
+        if np_ == 1:
+            r = mbtest.run(["train", "--config", config] + list(overrides), env=env, timeout=600)
+        else:
+            r = mbtest.mpirun(np_, ["train", "--config", config] + list(overrides), env=env, timeout=600)
+        self.assertEqual(r.returncode, expect, repr(r))
+        return r
+
+    def assertParamsClose(self, a, b, rtol=1e-5, what=""):
+        self.assertEqual(sorted(a), sorted(b))
+        for name in a:
+            np.testing.assert_allclose(b[name], a[name], rtol=rtol, atol=1e-7, err_msg="%s %s" % (what, name))
+
+    def test_elastic_resume_matches_uninterrupted_run(self):
+        run_a = self.path("A")
+        self.train(4, self.config(run_a))
+        losses_a = train_losses(run_a)
+        self.assertEqual(sorted(losses_a), list(range(1, 41)))
+        params_a = checkpoint_params(os.path.join(run_a, "checkpoints", "step-00000040.h5"))
+
+        run_b = self.path("B")
+        config_b = self.config(run_b)
+        r = self.train(4, config_b, env={"MEGABATCH_FAULT_STOP_STEP": "20"}, expect=75)
+        self.assertIn("stopping at step 20", r.output)
+        self.assertTrue(os.path.exists(os.path.join(run_b, "checkpoints", "step-00000020.h5")))
+        for world in (2, 3, 1):
+            resumed = self.path("B%d" % world)
+            shutil.copytree(run_b, resumed)
+            self.train(world, config_b, ["run.dir=" + resumed])
+            losses = train_losses(resumed)
+            self.assertEqual(sorted(losses), list(range(1, 41)), "W'=%d: steps must continue without gap or repeat" % world)
+            for step in range(1, 41):
+                np.testing.assert_allclose(losses[step], losses_a[step], rtol=1e-5,
+                                           err_msg="W'=%d step %d loss" % (world, step))
+            params = checkpoint_params(os.path.join(resumed, "checkpoints", "step-00000040.h5"))
+            self.assertParamsClose(params_a, params, what="W'=%d" % world)
+        # The test can fail: a run with another seed differs.
+        run_c = self.path("C")
+        self.train(2, self.config(run_c), ["train.seed=5"])
+        self.assertFalse(np.allclose(train_losses(run_c)[40], losses_a[40], rtol=1e-5))
+
+    def test_nan_step_is_skipped_on_every_rank(self):
+        run = self.path("nan")
+        config = self.config(run, "")
+        r = self.train(2, config, ["train.max_steps=8", "run.checkpoint_every=1"],
+                       env={"MEGABATCH_FAULT_NAN_STEP": "5", "MEGABATCH_FAULT_NAN_RANK": "1"})
+        for rank in ("r0/2", "r1/2"):
+            self.assertIn("[%s] [train] warning: step 5: non-finite gradient norm" % rank, r.output, repr(r))
+        ckpt = os.path.join(run, "checkpoints")
+        p4 = checkpoint_params(os.path.join(ckpt, "step-00000004.h5"))
+        p5 = checkpoint_params(os.path.join(ckpt, "step-00000005.h5"))
+        p6 = checkpoint_params(os.path.join(ckpt, "step-00000006.h5"))
+        for name in p4:
+            np.testing.assert_array_equal(p4[name], p5[name], err_msg="step 5 must not change " + name)
+        self.assertTrue(any(not np.array_equal(p5[n], p6[n]) for n in p5), "step 6 trains again")
+        skipped = {r["step"]: r["skipped_steps"] for r in read_metrics(run) if r["event"] == "train"}
+        self.assertEqual(skipped[5], 1)
+        self.assertEqual(skipped[6], 0)
+
+    def test_too_many_bad_steps_stops_cleanly(self):
+        run = self.path("bad")
+        r = self.train(2, self.config(run), ["train.max_bad_steps=3"],
+                       env={"MEGABATCH_FAULT_NAN_STEP": "4", "MEGABATCH_FAULT_NAN_COUNT": "100"}, expect=1)
+        self.assertIn("3 consecutive steps had a non-finite loss or gradient", r.output)
+        last = latest_checkpoint(run)
+        with h5py.File(last, "r") as f:
+            self.assertEqual(int(f["trainer"].attrs["step"]), 6)
+        p3 = checkpoint_params(last)
+        self.assertTrue(all(np.isfinite(v).all() for v in p3.values()))
+
+    def test_bf16_on_cpu_trains_like_fp32(self):
+        run32, run16 = self.path("fp32"), self.path("bf16")
+        self.train(1, self.config(run32), ["train.max_steps=60"])
+        self.train(1, self.config(run16), ["train.max_steps=60", "train.precision=bf16"])
+        def tail(run):
+            losses = train_losses(run)
+            return float(np.mean([losses[s] for s in range(51, 61)]))
+        l32, l16 = tail(run32), tail(run16)
+        self.assertLess(abs(l16 - l32) / l32, 0.05, "bf16 %g vs fp32 %g" % (l16, l32))
+
+    def test_keep_last_latest_and_best(self):
+        run = self.path("keep")
+        self.train(2, self.config(run), ["train.max_steps=12", "run.checkpoint_every=2", "run.keep_last=2",
+                                         "train.eval_every=4"])
+        files = sorted(os.path.basename(p) for p in glob.glob(os.path.join(run, "checkpoints", "step-*.h5")))
+        self.assertEqual(files, ["step-00000010.h5", "step-00000012.h5"])
+        self.assertEqual(os.path.basename(latest_checkpoint(run)), "step-00000012.h5")
+        with h5py.File(os.path.join(run, "checkpoints", "best.h5"), "r") as f:
+            best_step = int(f["trainer"].attrs["step"])
+            self.assertIn(best_step, (4, 8, 12))
+        evals = [r for r in read_metrics(run) if r["event"] == "eval"]
+        self.assertEqual([r["step"] for r in evals], [4, 8, 12])
+        self.assertEqual(min(evals, key=lambda r: r["loss"])["step"], best_step)
+        self.assertFalse(glob.glob(os.path.join(run, "checkpoints", "*.tmp")))
+
+    def test_sigterm_to_every_rank_checkpoints_and_resumes(self):
+        run, reference = self.path("sig"), self.path("ref")
+        config = self.config(run, "")
+        overrides = ["train.max_steps=400", "run.log_every=1"]
+        cmd = [mbtest.MPIEXEC, "-np", "2", "--oversubscribe", mbtest.BIN, "train", "--config", config] + overrides
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        deadline = time.time() + 120
+        metrics = os.path.join(run, "metrics.jsonl")
+        while time.time() < deadline:
+            if os.path.exists(metrics) and len(read_metrics(run)) >= 5:
+                break
+            time.sleep(0.2)
+        ranks = subprocess.run(["pgrep", "-f", "megabatch train --config " + config], stdout=subprocess.PIPE,
+                               universal_newlines=True).stdout.split()
+        ranks = [int(p) for p in ranks if int(p) != proc.pid]
+        self.assertEqual(len(ranks), 2, ranks)
+        for pid in ranks:
+            os.kill(pid, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+        self.assertEqual(proc.returncode, 75, out)
+        self.assertIn("SIGTERM received", out)
+        stopped = int(h5py.File(latest_checkpoint(run), "r")["trainer"].attrs["step"])
+        self.assertLess(stopped, 400)
+        self.train(2, config, overrides)
+        self.train(2, self.config(reference), overrides)
+        losses, ref = train_losses(run), train_losses(reference)
+        self.assertEqual(sorted(losses), list(range(1, 401)))
+        self.assertParamsClose(checkpoint_params(latest_checkpoint(reference)), checkpoint_params(latest_checkpoint(run)))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

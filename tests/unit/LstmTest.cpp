@@ -1,0 +1,167 @@
+// lstm: shapes and heads, stateful lanes (Note [Stateful lanes] in Lstm.h), bf16 autocast.
+#include <gtest/gtest.h>
+
+#include <ATen/Functions.h>
+
+#include "common/Error.h"
+#include "common/TorchCompat.h"
+#include "model/Lstm.h"
+#include "model/Model.h"
+#include "tests/unit/ModelFixtures.h"
+
+namespace mb::model {
+namespace {
+
+const std::vector<data::InputSpec> kStreams{{"m1", 10, 5}, {"m5", 6, 3}, {"h1", 4, 2}};
+
+TEST(LstmShapes, RegressionClassificationAndMultiTarget) {
+  at::manual_seed(1);
+  auto info = test::seriesInfo(kStreams);
+  auto model = buildModel(test::lstmConfig(), info, 1);
+  auto batch = test::randomBatch(info, 5);
+  at::Tensor out = model->forward(batch);
+  EXPECT_EQ(out.sizes(), (at::IntArrayRef{5}));
+  EXPECT_EQ(model->termsPerSample(), 1);
+  EXPECT_NEAR(model->lossSum(out, batch).item<double>(),
+              (out - batch.targets).square().sum().item<double>(), 1e-5);
+
+  auto multi = test::seriesInfo(kStreams, 3);
+  auto regression = buildModel(test::lstmConfig(), multi, 1);
+  EXPECT_EQ(regression->forward(test::randomBatch(multi, 5)).sizes(), (at::IntArrayRef{5, 3}));
+  EXPECT_EQ(regression->termsPerSample(), 3);
+
+  auto labels = test::seriesInfo({{"features", 8, 4}}, 0, 6);
+  auto config = test::lstmConfig();
+  config.task = Task::kClassification;
+  config.headHidden = 0;
+  auto classifier = buildModel(config, labels, 1);
+  auto labelled = test::randomBatch(labels, 5);
+  at::Tensor logits = classifier->forward(labelled);
+  EXPECT_EQ(logits.sizes(), (at::IntArrayRef{5, 6}));
+  auto metrics = classifier->metricSums(logits, labelled);
+  ASSERT_EQ(metrics[0].first, "accuracy");
+  EXPECT_TRUE(classifier->named_parameters().contains("encoders.features.weight_ih_l1"));
+  EXPECT_TRUE(classifier->named_parameters().contains("head.0.weight"));
+}
+
+TEST(LstmShapes, HuberLossAndMetrics) {
+  auto info = test::seriesInfo(kStreams, 2);
+  auto config = test::lstmConfig();
+  config.loss = LossKind::kHuber;
+  config.huberDelta = 0.3;
+  auto model = buildModel(config, info, 1);
+  auto batch = test::randomBatch(info, 4);
+  at::Tensor out = model->forward(batch);
+  at::Tensor e = (out - batch.targets).abs();
+  double huber = at::where(e < 0.3, 0.5 * e * e, 0.3 * (e - 0.15)).sum().item<double>();
+  EXPECT_NEAR(model->lossSum(out, batch).item<double>(), huber, 1e-5);
+  auto metrics = model->metricSums(out, batch);
+  EXPECT_EQ(metrics[0].first, "mse");
+  EXPECT_NEAR(metrics[1].second.item<double>(), e.sum().item<double>(), 1e-5);
+}
+
+TEST(LstmShapes, RejectsInputsWithoutTimeAxisAndBadTargets) {
+  EXPECT_THROW(buildModel(test::lstmConfig(), test::seriesInfo({{"features", 0, 7}}), 1),
+               ConfigError);
+  auto config = test::lstmConfig();
+  config.task = Task::kClassification;
+  EXPECT_THROW(buildModel(config, test::seriesInfo(kStreams, 0, 1), 1), ConfigError);
+  auto model = buildModel(test::lstmConfig(), test::seriesInfo(kStreams), 1);
+  auto batch = test::randomBatch(test::seriesInfo(kStreams), 3);
+  at::Tensor out = model->forward(batch);
+  batch.targets = at::randn({3, 2});
+  EXPECT_THROW(model->lossSum(out, batch), RuntimeError);
+}
+
+// Stateful: a window, then the next one, carried per lane, equals one stateless pass over
+// the two windows joined.
+TEST(LstmStateful, CarriesStatePerLaneLikeOneLongSequence) {
+  at::manual_seed(3);
+  auto config = test::lstmConfig();
+  config.stateful = true;
+  auto info = test::seriesInfo({{"m1", 6, 3}});
+  auto stateful = buildModel(config, info, 11);
+  config.stateful = false;
+  auto joined = buildModel(config, test::seriesInfo({{"m1", 12, 3}}), 11);
+
+  at::Tensor first = at::randn({2, 6, 3}), second = at::randn({2, 6, 3});
+  data::Batch a, b;
+  a.inputs = {first};
+  a.lanes = at::tensor(std::vector<std::int64_t>{3, 0});
+  b.inputs = {second.flip(0)};  // the rows come in the other lane order
+  b.lanes = at::tensor(std::vector<std::int64_t>{0, 3});
+  stateful->forward(a).sum().backward();
+  at::Tensor out = stateful->forward(b);
+  out.sum().backward();  // the carried state is detached: no second pass through batch a
+
+  data::Batch whole;
+  whole.inputs = {at::cat({first, second}, 1)};
+  at::Tensor expected = joined->forward(whole).flip(0);
+  EXPECT_LT((out - expected).abs().max().item<double>(), 1e-5);
+
+  auto state = stateful->extraState();
+  ASSERT_EQ(state.size(), 2u);
+  EXPECT_EQ(state[0].first, "lstm_state.m1.h");
+  EXPECT_EQ(state[0].second.sizes(), (at::IntArrayRef{2, 4, 8}));  // [layers, lanes, hidden]
+  // Lanes 1 and 2 never ran: zero, so a sum over ranks assembles every lane.
+  EXPECT_EQ(state[0].second.select(1, 1).abs().sum().item<double>(), 0.0);
+}
+
+TEST(LstmStateful, ExtraStateRoundTripsAndResets) {
+  at::manual_seed(4);
+  auto config = test::lstmConfig();
+  config.stateful = true;
+  auto info = test::seriesInfo({{"m1", 5, 3}, {"h1", 3, 2}});
+  auto model = buildModel(config, info, 2);
+  auto copy = buildModel(config, info, 2);
+  auto batch = test::randomBatch(info, 3);
+  batch.lanes = at::arange(3, at::kLong);
+  model->forward(batch);
+  copy->loadExtraState(model->extraState());
+  EXPECT_TRUE(at::equal(model->forward(batch), copy->forward(batch)));
+
+  model->resetState();
+  EXPECT_TRUE(model->extraState().empty());
+  model->eval();
+  data::Batch noLanes = batch;
+  noLanes.lanes = at::Tensor();
+  at::Tensor fresh = model->forward(noLanes);  // evaluation without lanes: zero state
+  EXPECT_FALSE(at::allclose(fresh, copy->forward(batch)));
+  model->train();
+  EXPECT_THROW(model->forward(noLanes), RuntimeError);
+
+  auto state = model->extraState();
+  EXPECT_THROW(copy->loadExtraState({{"lstm_state.m9.h", at::zeros({2, 3, 8})}}), CheckpointError);
+  EXPECT_THROW(copy->loadExtraState({{"lstm_state.m1.h", at::zeros({1, 3, 8})}}), CheckpointError);
+  EXPECT_THROW(copy->loadExtraState({{"lstm_state.m1.h", at::zeros({2, 3, 8})}}), CheckpointError);
+  auto stateless = buildModel(test::lstmConfig(), info, 2);
+  EXPECT_TRUE(stateless->extraState().empty());
+  EXPECT_THROW(stateless->loadExtraState(copy->extraState()), CheckpointError);
+}
+
+TEST(LstmAutocast, Bf16OnCpuTrainsCloseToFp32AndTakesBf16Inputs) {
+  at::manual_seed(5);
+  auto info = test::seriesInfo(kStreams);
+  auto model = buildModel(test::lstmConfig(16, 2), info, 3);
+  auto batch = test::randomBatch(info, 8);
+  double fp32 = model->lossSum(model->forward(batch), batch).item<double>();
+  compat::setAutocast(c10::DeviceType::CPU, true, at::kBFloat16);
+  at::Tensor loss = model->lossSum(model->forward(batch), batch);
+  loss.backward();
+  compat::setAutocast(c10::DeviceType::CPU, false, at::kBFloat16);
+  compat::clearAutocastCache();
+  EXPECT_EQ(loss.scalar_type(), at::kFloat);
+  EXPECT_NEAR(loss.item<double>(), fp32, 0.03 * fp32 + 1e-3);
+  for (const auto& p : model->parameters()) {
+    ASSERT_TRUE(p.grad().defined());
+    EXPECT_TRUE(p.grad().isfinite().all().item<bool>());
+  }
+  // Resident data kept in bf16 (data.resident_dtype) meets fp32 weights without autocast.
+  data::Batch half = batch;
+  for (auto& x : half.inputs)
+    x = x.to(at::kBFloat16);
+  EXPECT_NEAR(model->lossSum(model->forward(half), half).item<double>(), fp32, 0.03 * fp32 + 1e-3);
+}
+
+}  // namespace
+}  // namespace mb::model
