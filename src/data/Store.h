@@ -3,7 +3,7 @@
 //
 // Note [Window gather]
 // A series store keeps, per stream, the stream's rows that its samples' windows cover
-// ([T_s, F_s], once) and each sample's end row relative to them ([n] int64). A batch of
+// ([T_s, F_s], once) and each sample's end row relative to them ([n] int32). A batch of
 // sample positions `local` [B] becomes, per stream,
 //   rows   = ends[local] - (window - 1) + arange(window)   // [B, window] row indices
 //   inputs = values.index_select(0, rows.flatten()).view(B, window, F)
@@ -83,9 +83,9 @@ class Store {
   c10::Device device_{c10::kCPU};
   std::int64_t bytes_ = 0;
   std::int64_t context_ = 0;
-  at::Tensor features_;                // samples: [n, T, F] or [n, F]; tokens: [n*context + 1]
-  std::vector<at::Tensor> values_;     // series: [rows_s, F_s] per stream
-  std::vector<at::Tensor> ends_;       // series: [n] int64 rows into values_[s]
+  at::Tensor features_;             // samples: [n, T, F] or [n, F]; tokens: [n*context + 1]
+  std::vector<at::Tensor> values_;  // series: [rows_s, F_s] per stream
+  std::vector<at::Tensor> ends_;    // series: [n] int32 (int64 past 2^31 rows) rows into values_[s]
   std::vector<std::int64_t> windows_;  // series: window per stream
   at::Tensor targets_;                 // [n] / [n, K] float32, or [n] int64 labels
 };

@@ -17,7 +17,6 @@
 
 namespace mb::test {
 
-
 // values[s][r][f] = s * 2^20 + r * 8 + f (F <= 8, rows < 2^17).
 inline at::Tensor streamValues(std::int64_t stream, std::int64_t rows, std::int64_t features) {
   return at::arange(rows, at::kFloat).mul(8).unsqueeze(1) +

@@ -173,6 +173,19 @@ class DataErrorsTest(mbtest.TempDirTestCase):
             d.attrs["vocab_size"] = 50
         self.assertAllRanks(self.run_check(TOKENS, path), 3, "dataset /tokens: token 50 at position 50 is outside [0, vocab_size = 50)")
 
+    def test_corrupt_chunk_in_one_ranks_rows(self):
+        # The collective read fails on rank 1 only; rank 0 keeps taking part, both stop.
+        path = self.path("x.h5")
+        with h5py.File(path, "w") as f:
+            f.create_dataset("features", data=np.ones((20000, 8), "f4"), chunks=(500, 8), compression="gzip")
+            f["targets"] = np.zeros(20000, "f4")
+        with h5py.File(path, "r") as f:
+            chunk = f["features"].id.get_chunk_info(30)  # rows 15000-15500: rank 1's train shards
+        with open(path, "r+b") as f:
+            f.seek(chunk.byte_offset + 4)
+            f.write(b"\xff" * 32)
+        self.assertAllRanks(self.run_check(SAMPLES, path), 3, "rank 1: ", "dataset /features: read of rows [8000, 16000) failed")
+
     # --- config vs data -------------------------------------------------------------------
 
     def test_too_few_samples_for_the_shards_and_fewer_shards_than_ranks(self):

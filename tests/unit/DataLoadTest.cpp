@@ -275,7 +275,8 @@ TEST_F(DataLoad, HostMappingGivesTheSameBatchesAsReading) {
   config.data.hostMmap = false;
   auto copied = load(config);
   EXPECT_GT(mapped->loadStats().bytesMapped, 0);
-  EXPECT_EQ(mapped->loadStats().bytesRead, 0);
+  EXPECT_LT(mapped->loadStats().bytesRead,
+            copied->loadStats().bytesRead);  // int32 end rows are read
   EXPECT_EQ(copied->loadStats().bytesMapped, 0);
   mapped->beginEpoch(2);
   copied->beginEpoch(2);
