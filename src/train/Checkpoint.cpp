@@ -13,6 +13,8 @@
 #include <regex>
 #include <sstream>
 
+#include <yaml-cpp/yaml.h>
+
 #include <ATen/Functions.h>
 
 #include "common/Error.h"
@@ -247,6 +249,21 @@ bool isCheckpointFile(const std::string& path) {
   }
 }
 
+namespace {
+
+// The model kind from the resolved config saved in the checkpoint; "model kind unknown" when a
+// hand-made file carries no config.
+std::string savedModelKind(const std::string& configYaml) {
+  try {
+    const YAML::Node kind = YAML::Load(configYaml)["model"]["kind"];
+    if (kind && kind.IsScalar()) return kind.as<std::string>();
+  } catch (const YAML::Exception&) {
+  }
+  return "model kind unknown";
+}
+
+}  // namespace
+
 std::string describeCheckpoint(const std::string& path) {
   CheckpointContent c = readCheckpointFile(path);
   std::ostringstream out;
@@ -269,7 +286,8 @@ std::string describeCheckpoint(const std::string& path) {
       << "  early stop:   best " << s.bestMetric << " at step " << s.bestStep << ", "
       << s.evalsWithoutImprovement << " evaluations since\n"
       << "  data:         fingerprint " << c.dataFingerprint << "\n"
-      << "  model:        " << c.model.size() << " tensors, " << parameters << " values ("
+      << "  model:        " << savedModelKind(c.configYaml) << ", " << c.model.size() << " tensors, "
+      << parameters << " values ("
       << str::humanBytes(static_cast<double>(bytes)) << ")\n";
   for (const auto& [name, t] : c.model) out << "    " << name << " " << t.sizes() << "\n";
   if (!c.extra.empty()) {

@@ -176,7 +176,8 @@ class InspectTest(mbtest.TempDirTestCase):
         c = self.path("c.h5")
         with h5py.File(c, "w") as f:
             f.create_group("meta")
-        self.assertExit(mbtest.run(["inspect", c]), 1, "a megabatch checkpoint")
+        # A /meta group marks a checkpoint; without its format attributes it is a corrupt one (exit 4).
+        self.assertExit(mbtest.run(["inspect", c]), 4, "attribute 'format_version' is missing")
         t = self.write("t.txt", "hello")
         self.assertExit(mbtest.run(["inspect", t]), 3, "not an HDF5 file")
 

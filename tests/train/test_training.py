@@ -189,6 +189,8 @@ class TrainingTest(mbtest.TempDirTestCase):
         self.assertEqual([r["step"] for r in evals], [4, 8, 12])
         self.assertEqual(min(evals, key=lambda r: r["loss"])["step"], best_step)
         self.assertFalse(glob.glob(os.path.join(run, "checkpoints", "*.tmp")))
+        described = mbtest.run(["inspect", latest_checkpoint(run)])
+        self.assertExit(described, 0, "step 12", "lstm")
 
     def test_sigterm_to_every_rank_checkpoints_and_resumes(self):
         run, reference = self.path("sig"), self.path("ref")
