@@ -1,5 +1,11 @@
 #include "common/Log.h"
 
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -15,12 +21,57 @@ namespace {
 
 const char* const kTags[] = {"app", "config", "data", "dist", "train", "ckpt", "model", "bench"};
 
+// The console sink: spdlog's colour stderr sink, plus a status line that log lines do not tear.
+class ConsoleSink final : public spdlog::sinks::sink {
+ public:
+  void log(const spdlog::details::log_msg& message) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    eraseStatus();
+    inner_.log(message);
+    inner_.flush();
+    drawStatus();
+  }
+  void flush() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    inner_.flush();
+  }
+  void set_pattern(const std::string& pattern) override { inner_.set_pattern(pattern); }
+  void set_formatter(std::unique_ptr<spdlog::formatter> formatter) override {
+    inner_.set_formatter(std::move(formatter));
+  }
+  void setStatus(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    eraseStatus();
+    status_ = text;
+    drawStatus();
+  }
+
+ private:
+  void eraseStatus() {
+    if (!shown_) return;
+    std::fputs("\r\033[K", stderr);
+    shown_ = false;
+  }
+  void drawStatus() {
+    if (status_.empty()) return;
+    std::fputs(status_.c_str(), stderr);
+    std::fflush(stderr);
+    shown_ = true;
+  }
+
+  std::mutex mutex_;
+  spdlog::sinks::stderr_color_sink_st inner_;
+  std::string status_;
+  bool shown_ = false;
+};
+
 struct State {
   std::mutex mutex;
   int rank = -1;
   int worldSize = 1;
   spdlog::level::level_enum rootLevel = spdlog::level::info;
   std::vector<spdlog::sink_ptr> sinks;
+  std::shared_ptr<ConsoleSink> console;
   std::map<std::string, std::shared_ptr<spdlog::logger>> loggers;
 };
 
@@ -55,7 +106,8 @@ void ensureInitialised(State& s) {
   if (s.rank >= 0) return;
   s.rank = env::launcherRank();
   s.worldSize = env::launcherWorldSize();
-  s.sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  s.console = std::make_shared<ConsoleSink>();
+  s.sinks.push_back(s.console);
   for (const char* tag : kTags) {
     s.loggers[tag] = std::make_shared<spdlog::logger>(tag, s.sinks.begin(), s.sinks.end());
   }
@@ -94,7 +146,61 @@ void addFileSink(const std::string& path) {
 void flush() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.console) s.console->setStatus("");
   for (auto& [tag, logger] : s.loggers) logger->flush();
+}
+
+void setStatusLine(const std::string& text) {
+  State& s = state();
+  std::shared_ptr<ConsoleSink> console;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    ensureInitialised(s);
+    console = s.console;
+  }
+  console->setStatus(text);
+}
+
+namespace {
+
+// mpirun pipes each rank's stderr to itself; whether a person sees it depends on mpirun's own
+// stderr, which /proc shows us (Linux).
+std::string launcherStderrPath() {
+  const std::string parent = "/proc/" + std::to_string(getppid());
+  std::ifstream commFile(parent + "/comm");
+  std::string comm;
+  std::getline(commFile, comm);
+  if (comm != "mpirun" && comm != "mpiexec" && comm != "orterun" && comm != "prterun") return "";
+  char target[256] = {0};
+  ssize_t n = readlink((parent + "/fd/2").c_str(), target, sizeof(target) - 1);
+  return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string();
+}
+
+bool isTerminalPath(const std::string& path) {
+  return path.rfind("/dev/pts/", 0) == 0 || path.rfind("/dev/tty", 0) == 0;
+}
+
+}  // namespace
+
+bool consoleIsTerminal() {
+  if (auto term = env::get("TERM"); term && *term == "dumb") return false;
+  if (isatty(STDERR_FILENO)) return true;
+  return isTerminalPath(launcherStderrPath());
+}
+
+int consoleColumns() {
+  winsize size{};
+  if (ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  const std::string path = launcherStderrPath();
+  if (isTerminalPath(path)) {
+    int fd = open(path.c_str(), O_RDONLY | O_NOCTTY | O_NONBLOCK);
+    if (fd >= 0) {
+      bool ok = ioctl(fd, TIOCGWINSZ, &size) == 0 && size.ws_col > 0;
+      close(fd);
+      if (ok) return size.ws_col;
+    }
+  }
+  return 80;
 }
 
 spdlog::logger& get(const std::string& tag) {

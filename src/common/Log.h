@@ -17,8 +17,16 @@ void init(int rank, int worldSize);
 void setLevel(const std::string& level);
 // Adds a file sink (the run directory's train.log) to every logger.
 void addFileSink(const std::string& path);
-// Flushes every sink: call before the process exits abnormally.
+// Flushes every sink and erases the status line: call before the process exits abnormally.
 void flush();
+// A one-line status (the rank-0 progress bar) kept at the bottom of the console: log lines are
+// printed above it and it is redrawn after each. An empty text erases it. Only for a terminal.
+void setStatusLine(const std::string& text);
+// True when this process's console is a terminal a person watches: stderr itself, or, under
+// mpirun (which pipes the ranks' stderr), the launching mpirun's stderr. TERM=dumb says no.
+bool consoleIsTerminal();
+// Columns of that terminal (80 when it cannot be asked).
+int consoleColumns();
 // The logger for a subsystem tag: "app", "config", "data", "dist", "train", "ckpt", "model".
 spdlog::logger& get(const std::string& tag);
 

@@ -254,6 +254,7 @@ RunOutcome Trainer::run() {
                 totalSteps_, perEpoch, state_.step, config_.train.globalBatch, microBatch_, runtime_.size(),
                 toString(config_.train.precision));
 
+  progress_ = std::make_unique<ProgressBar>(config_.run.progress, isRoot());
   Window window;
   bool epochStarted = false;
   RunOutcome outcome = RunOutcome::kFinished;
@@ -272,6 +273,7 @@ RunOutcome Trainer::run() {
     bool epochEnded = state_.batchInEpoch == perEpoch;
     bool last = state_.step == totalSteps_;
     logStep(step, window, last || epochEnded);
+    progress_->update(state_.step, totalSteps_, step.samples, learningRate(config_.optim, state_.step - 1, totalSteps_));
     if (epochEnded) {
       checkMemoryGrowth();
       ++state_.epoch;
@@ -294,6 +296,7 @@ RunOutcome Trainer::run() {
       break;
     }
   }
+  progress_->finish();
   if (state_.step != lastCheckpointStep_) saveCheckpoint("stop");
   if (outcome == RunOutcome::kTooManyBadSteps)
     logger().error("stopping: {} consecutive steps had a non-finite loss or gradient (train.max_bad_steps = {}); "
@@ -398,6 +401,7 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
     record.add("time", static_cast<double>(std::time(nullptr)));
     metrics_->write(record);
   }
+  progress_->setLoss(meanLoss);
   const double percent = 100.0 * static_cast<double>(state_.step) / static_cast<double>(totalSteps_);
   logger().info("step {}/{} ({:.0f}%) | loss {:.5g} | lr {:.3g} | {:.0f} samples/s{} | step {:.1f} ms | eta {} | mem {}",
                 state_.step, totalSteps_, percent, meanLoss, learningRate(config_.optim, state_.step - 1, totalSteps_),

@@ -14,6 +14,7 @@
 #include "config/Config.h"
 #include "data/DataInfo.h"
 #include "train/Checkpoint.h"
+#include "train/Progress.h"
 
 namespace mb::data {
 class ShardedData;
@@ -85,6 +86,7 @@ class Trainer {
   std::unique_ptr<dist::GradientReducer> reducer_;
   std::unique_ptr<CheckpointDirectory> checkpoints_;
   std::unique_ptr<MetricsWriter> metrics_;  // rank 0 only
+  std::unique_ptr<ProgressBar> progress_;   // rank 0 on a terminal
   TrainerState state_;
   std::int64_t totalSteps_ = 0;
   std::int64_t microBatch_ = 0;

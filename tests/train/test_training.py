@@ -6,6 +6,7 @@ the run directory (metrics.jsonl, checkpoints) with h5py.
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -191,6 +192,41 @@ class TrainingTest(mbtest.TempDirTestCase):
         self.assertFalse(glob.glob(os.path.join(run, "checkpoints", "*.tmp")))
         described = mbtest.run(["inspect", latest_checkpoint(run)])
         self.assertExit(described, 0, "step 12", "lstm")
+
+    def run_on_terminal(self, command):
+        """Runs command with stdout and stderr on a pseudo-terminal, as a person at a shell would."""
+        import pty
+        master, slave = pty.openpty()
+        env = dict(os.environ, OMP_NUM_THREADS="1", TERM="xterm")
+        proc = subprocess.Popen(command, stdout=slave, stderr=slave, stdin=subprocess.DEVNULL, env=env)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: every writer closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        os.close(master)
+        self.assertEqual(proc.wait(timeout=300), 0)
+        return b"".join(chunks).decode(errors="replace")
+
+    def test_progress_bar_on_a_terminal_and_lines_otherwise(self):
+        overrides = ["train.max_steps=30", "run.log_every=10"]
+        bar = "\r\x1b[K"
+        for launcher in ([], [mbtest.MPIEXEC, "-np", "2", "--oversubscribe"]):
+            run = self.path("tty%d" % len(launcher))
+            out = self.run_on_terminal(launcher + [mbtest.BIN, "train", "--config", self.config(run)] + overrides)
+            self.assertIn(bar, out, "a bar on a terminal (launcher %s)" % launcher)
+            self.assertRegex(out, r"step 30/30 .*100% \| loss [0-9.]+ \| lr ")
+            plain = re.sub(r"\x1b\[[0-9;]*m", "", out)  # spdlog colours the level on a terminal
+            self.assertIn("info: step 10/30", plain, "log lines go on above the bar")
+            self.assertTrue(out.rstrip("\r\n").endswith(bar), "the bar is erased at the end: %r" % out[-200:])
+        piped = self.train(1, self.config(self.path("pipe")), overrides)
+        self.assertNotIn("\r", piped.output, "no bar when nobody watches")
+        self.assertIn("info: step 30/30", piped.output)
 
     def test_sigterm_to_every_rank_checkpoints_and_resumes(self):
         run, reference = self.path("sig"), self.path("ref")

@@ -1,0 +1,45 @@
+#pragma once
+// The rank-0 progress bar on a terminal (run.progress: auto | bar | lines):
+//   step 1200/5000 [######------------] 24% | loss 1.402 | lr 3.2e-3 | 1850 samples/s | eta 2m03s | mem 218 MiB
+// It is redrawn at most a few times a second from rank-local timings, so it costs no host sync
+// or collective; the loss shown is the one of the last log line (which did the reduction).
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "config/Config.h"
+
+namespace mb::train {
+
+class ProgressBar {
+ public:
+  // Enabled only on rank 0, and for `auto` only when the console is a terminal.
+  ProgressBar(ProgressKind kind, bool root);
+  ~ProgressBar();
+  ProgressBar(const ProgressBar&) = delete;
+  ProgressBar& operator=(const ProgressBar&) = delete;
+
+  bool enabled() const { return enabled_; }
+  void setLoss(double loss) { loss_ = loss; }
+  // After each step: the step just finished, the run's last step, the samples of that step, and
+  // the learning rate it used.
+  void update(std::int64_t step, std::int64_t totalSteps, std::int64_t samples, double lr);
+  void finish();  // erases the bar
+
+  // The bar's text for a terminal `columns` wide (exposed for tests).
+  static std::string render(std::int64_t step, std::int64_t totalSteps, double loss, double lr,
+                            double samplesPerSecond, double secondsLeft, double memoryBytes, int columns);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  bool enabled_ = false;
+  double loss_ = -1;
+  Clock::time_point lastDraw_{};
+  Clock::time_point rateStart_ = Clock::now();
+  std::int64_t rateSamples_ = 0;
+  std::int64_t rateSteps_ = 0;
+  double samplesPerSecond_ = 0;
+  double secondsPerStep_ = 0;
+};
+
+}  // namespace mb::train
