@@ -27,7 +27,9 @@ echo "== trained in $(( $(date +%s) - start )) s"
 
 $mb plot "$run_dir"
 echo "== evaluation of the final checkpoint on the test split"
-$mb eval --checkpoint "$run_dir" --split test || echo "(megabatch eval is not available yet)"
+$mb eval --checkpoint "$run_dir" --split test
+echo "== what a model must beat on this data (val MSE of the naive forecasts):"
+$mb inspect data/demo.h5 | grep -E "baseline_(mean|last_value)_val_mse" || true
 echo
 echo "== result: $run_dir"
 ls -la "$run_dir" "$run_dir/checkpoints"
