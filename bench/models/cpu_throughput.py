@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -99,16 +100,25 @@ def gpt_baseline(path, batch, threads):
 
 
 def time_python(make_step, path, batch, threads, steps, warmup):
+    """(wall seconds, CPU seconds) per step."""
     step = make_step(path, batch, threads)
     for _ in range(warmup):
         step()
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     for _ in range(steps):
         step()
-    return (time.perf_counter() - start) / steps
+    return (time.perf_counter() - start) / steps, (time.process_time() - start_cpu) / steps
 
 
 # --- megabatch --------------------------------------------------------------------------
+
+def child_cpu_seconds(cmd, env):
+    """Runs cmd; returns the CPU seconds (user + system) it and its threads used."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
 
 def time_megabatch(binary, config, path, run_dir, threads, steps, warmup, overrides=()):
     """Seconds per step over the steps after warm-up, from metrics.jsonl: log windows of
@@ -119,7 +129,11 @@ def time_megabatch(binary, config, path, run_dir, threads, steps, warmup, overri
            "train.threads=%d" % threads, "train.precision=fp32", "train.grad_clip=1.0",
            "run.progress=lines"] + list(overrides)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    # CPU time per step = (CPU of this run - CPU of a warm-up-only run) / steps: start-up, data
+    # loading and warm-up cancel, and it is less sensitive than wall time to other load.
+    short = [a if not a.startswith("train.max_steps=") else "train.max_steps=%d" % warmup for a in cmd]
+    short = [a if not a.startswith("run.dir=") else "run.dir=" + run_dir + "-short" for a in short]
+    cpu = (child_cpu_seconds(cmd, env) - child_cpu_seconds(short, env)) / steps
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         records = [json.loads(line) for line in f if line.strip()]
     train = [r for r in records if r["event"] == "train"]
@@ -132,7 +146,7 @@ def time_megabatch(binary, config, path, run_dir, threads, steps, warmup, overri
             counted += covered
         previous = r["step"]
     assert counted == steps, (counted, steps)
-    return seconds / counted
+    return seconds / counted, cpu
 
 
 def make_data(binary, workdir):
@@ -166,20 +180,24 @@ def main():
             run_dir = os.path.join(workdir, "run-%s-%d" % (name.replace(" ", "_"), r))
             mb.append(time_megabatch(binary, config, path, run_dir, args.threads, args.steps, args.warmup))
             py.append(time_python(baseline, path, batch, args.threads, args.steps, args.warmup))
-            print("%-10s repeat %d: megabatch %.2f ms/step, PyTorch %.2f ms/step" % (name, r, 1e3 * mb[-1], 1e3 * py[-1]),
-                  flush=True)
-        row = {"model": name, "batch": batch, "threads": args.threads, "steps": args.steps,
-               "megabatch_ms": [1e3 * t for t in mb], "pytorch_ms": [1e3 * t for t in py],
-               "megabatch_median_ms": 1e3 * statistics.median(mb), "pytorch_median_ms": 1e3 * statistics.median(py),
-               "megabatch_samples_per_s": batch / statistics.median(mb),
-               "pytorch_samples_per_s": batch / statistics.median(py)}
+            print("%-10s repeat %d: megabatch %.2f ms/step (CPU %.2f), PyTorch %.2f ms/step (CPU %.2f)"
+                  % (name, r, 1e3 * mb[-1][0], 1e3 * mb[-1][1], 1e3 * py[-1][0], 1e3 * py[-1][1]), flush=True)
+        row = {"model": name, "batch": batch, "threads": args.threads, "steps": args.steps}
+        for side, runs in (("megabatch", mb), ("pytorch", py)):
+            row[side + "_wall_ms"] = [1e3 * w for w, _ in runs]
+            row[side + "_cpu_ms"] = [1e3 * c for _, c in runs]
+            row[side + "_median_ms"] = statistics.median(row[side + "_wall_ms"])
+            row[side + "_median_cpu_ms"] = statistics.median(row[side + "_cpu_ms"])
+            row[side + "_samples_per_s"] = 1e3 * batch / row[side + "_median_ms"]
         row["ratio"] = row["pytorch_median_ms"] / row["megabatch_median_ms"]
+        row["cpu_ratio"] = row["pytorch_median_cpu_ms"] / row["megabatch_median_cpu_ms"]
         results.append(row)
-    print("\n| model | threads | megabatch samples/s | PyTorch samples/s | ratio (megabatch / PyTorch) |")
-    print("|---|---|---|---|---|")
+    print("\n| model | threads | megabatch samples/s | PyTorch samples/s | ratio, wall (megabatch / PyTorch)"
+          " | ratio, CPU time per step |")
+    print("|---|---|---|---|---|---|")
     for r in results:
-        print("| %s | %d | %.0f | %.0f | **%.2f** |" % (r["model"], r["threads"], r["megabatch_samples_per_s"],
-                                                      r["pytorch_samples_per_s"], r["ratio"]))
+        print("| %s | %d | %.0f | %.0f | **%.2f** | %.2f |" % (r["model"], r["threads"], r["megabatch_samples_per_s"],
+                                                             r["pytorch_samples_per_s"], r["ratio"], r["cpu_ratio"]))
     print("torch %s, %s" % (torch.__version__, torch.__config__.parallel_info().splitlines()[0]))
     if args.out:
         with open(args.out, "w") as f:
