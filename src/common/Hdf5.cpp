@@ -374,10 +374,22 @@ void writeAttributeRaw(hid_t object, const std::string& name, hid_t type, const 
     fail(code, fileNameOf(object) + ": cannot write attribute " + name);
 }
 
+// The readers below read exactly one value into a one-value buffer: an attribute holding an
+// array (h5py writes lists that way) or nothing (a null dataspace) must be refused before
+// H5Aread, which would write past the buffer or leave it unset.
 Handle openAttribute(hid_t object, const std::string& name, ExitCode code) {
   if (H5Aexists(object, name.c_str()) <= 0)
     throw makeError(code, fileNameOf(object) + ": attribute '" + name + "' is missing");
-  return Handle(H5Aopen(object, name.c_str(), H5P_DEFAULT), H5Aclose);
+  Handle attribute(H5Aopen(object, name.c_str(), H5P_DEFAULT), H5Aclose);
+  if (!attribute.valid()) fail(code, fileNameOf(object) + ": cannot open attribute " + name);
+  Handle space(H5Aget_space(attribute.get()), H5Sclose);
+  hssize_t values = H5Sget_simple_extent_npoints(space.get());
+  if (values != 1)
+    throw makeError(code,
+                    fileNameOf(object) + ": attribute '" + name + "' holds " +
+                        std::to_string(values) + " values, expected a single value",
+                    "write it as a scalar, e.g. with h5py: attrs['" + name + "'] = 256");
+  return attribute;
 }
 
 }  // namespace
