@@ -388,7 +388,7 @@ Handle openAttribute(hid_t object, const std::string& name, ExitCode code) {
     throw makeError(code,
                     fileNameOf(object) + ": attribute '" + name + "' holds " +
                         std::to_string(values) + " values, expected a single value",
-                    "write it as a scalar, e.g. with h5py: attrs['" + name + "'] = 256");
+                    "write it as one value, e.g. with h5py: attrs['" + name + "'] = value");
   return attribute;
 }
 

@@ -11,9 +11,9 @@
 // written with the HDF5 C API and loaded with ShardedData::load, then batches are gathered.
 // Byte 0 of every choice is the valid one, so an all-zero input describes a loadable file.
 //
-// Properties checked: the only exceptions are DataError (exit 3) and ConfigError (exit 2)
-// with a message; a load that succeeds gives splits inside [0, N) in time order, a train split
-// of at least V samples, and batches of the announced sizes.
+// Properties checked: the only exceptions are mb::Errors of exit code 3 (bad data) or 2 (a
+// config that does not fit the file) with a message; a load that succeeds gives splits inside [0,
+// N) in time order, a train split of at least V samples, and batches of the announced sizes.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -552,10 +552,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     auto loaded = mb::data::ShardedData::load(config, comm, c10::Device(c10::kCPU));
     checkLoaded(*loaded, config);
-  } catch (const mb::DataError& e) {
-    if (e.message().empty()) fail("a DataError without a message");
-  } catch (const mb::ConfigError& e) {
-    if (e.message().empty()) fail("a ConfigError without a message");
+  } catch (const mb::Error& e) {
+    // Bad input is exit code 3 (a bad file) or 2 (a config that does not fit the file);
+    // h5 helpers build these with makeError, so the category is in code(), not the class.
+    if (e.code() != mb::ExitCode::kData && e.code() != mb::ExitCode::kUsage)
+      fail(std::string("exit code ") + mb::exitCodeName(e.code()) +
+           " for bad input: " + e.message());
+    if (e.message().empty()) fail("an error without a message");
   }
   return 0;
 }

@@ -31,13 +31,14 @@ h5::Handle fileWithAttribute(const std::string& path, const std::string& name, h
   return file;
 }
 
-// Runs `read` and expects a DataError whose message contains `expected`.
+// Runs `read` and expects a bad-data error (exit 3) whose message contains `expected`.
 template <class Read>
 void expectDataError(Read read, const std::string& expected) {
   try {
     read();
     ADD_FAILURE() << "no error; expected one containing: " << expected;
-  } catch (const DataError& e) {
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kData);
     EXPECT_NE(e.message().find(expected), std::string::npos) << e.message();
   }
 }
