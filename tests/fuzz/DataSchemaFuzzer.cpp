@@ -8,7 +8,8 @@
 // enum, compound, array, ...), shape (right, wrong rank, wrong rows, scalar, null), storage
 // (contiguous, chunked, gzip, fletcher32, compact, unwritten) and values (a valid pattern, raw
 // input bytes, or one injected NaN / Inf / negative / huge / decreasing value). The file is
-// written with the HDF5 C API and loaded with ShardedData::load, then batches are gathered.
+// written with the HDF5 C API and loaded with ShardedData::load, then batches are gathered,
+// and `megabatch inspect` describes it.
 // Byte 0 of every choice is the valid one, so an all-zero input describes a loadable file.
 //
 // Properties checked: the only exceptions are mb::Errors of exit code 3 (bad data) or 2 (a
@@ -35,6 +36,7 @@
 #include "common/Log.h"
 #include "config/ConfigValidator.h"
 #include "data/ShardedData.h"
+#include "data/Tools.h"
 #include "dist/SingleCommunicator.h"
 
 namespace {
@@ -318,7 +320,8 @@ void writeDataset(Choices& in, hid_t file, const Spec& spec) {
 }
 
 // Object kind: 0 the dataset; 1 missing; 2 a group; 3 a dangling soft link; 4 a soft link to
-// itself; 5 an external link to a missing file; 6 a hard link to `other` (another dataset).
+// itself; 5 an external link to a missing file; 6 a hard link to `other` (another dataset);
+// 7 a hard link to the root group (a cycle, as h5py's f['a/b'] = f['/'] makes).
 void writeObject(Choices& in, hid_t file, const Spec& spec, const std::string& other) {
   createParents(file, spec.path);
   const char* path = spec.path.c_str();
@@ -344,6 +347,9 @@ void writeObject(Choices& in, hid_t file, const Spec& spec, const std::string& o
         break;
       }
       [[fallthrough]];
+    case 7:
+      H5Lcreate_hard(file, "/", file, path, H5P_DEFAULT, H5P_DEFAULT);
+      break;
     default:
       writeDataset(in, file, spec);
       break;
@@ -536,6 +542,21 @@ void checkLoaded(mb::data::ShardedData& data, const mb::Config& c) {
   }
 }
 
+// Runs `body`; bad input may only end it with exit code 3 (a bad file) or 2 (a config that
+// does not fit the file). h5 helpers build errors with makeError, so the category is in
+// code(), not in the class.
+template <class Body>
+void expectBadInputOrSuccess(Body body) {
+  try {
+    body();
+  } catch (const mb::Error& e) {
+    if (e.code() != mb::ExitCode::kData && e.code() != mb::ExitCode::kUsage)
+      fail(std::string("exit code ") + mb::exitCodeName(e.code()) +
+           " for bad input: " + e.message());
+    if (e.message().empty()) fail("an error without a message");
+  }
+}
+
 std::string scratchFile() {
   const char* tmp = std::getenv("TMPDIR");
   std::string dir = std::string(tmp ? tmp : "/tmp") + "/megabatch-fuzz-XXXXXX";
@@ -555,17 +576,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   mb::Config config = makeConfig(in, path);
   if (!mb::validateConfig(config).empty()) return 0;  // the config fuzzer's domain
   writeFile(in, path, config);
-  mb::dist::SingleCommunicator comm;
-  try {
+  expectBadInputOrSuccess([&] {
+    mb::dist::SingleCommunicator comm;
     auto loaded = mb::data::ShardedData::load(config, comm, c10::Device(c10::kCPU));
     checkLoaded(*loaded, config);
-  } catch (const mb::Error& e) {
-    // Bad input is exit code 3 (a bad file) or 2 (a config that does not fit the file);
-    // h5 helpers build these with makeError, so the category is in code(), not the class.
-    if (e.code() != mb::ExitCode::kData && e.code() != mb::ExitCode::kUsage)
-      fail(std::string("exit code ") + mb::exitCodeName(e.code()) +
-           " for bad input: " + e.message());
-    if (e.message().empty()) fail("an error without a message");
-  }
+  });
+  // `megabatch inspect FILE` reads every dataset and attribute, whatever the layout.
+  expectBadInputOrSuccess([&] {
+    std::lock_guard<std::recursive_mutex> lock(mb::h5::libraryMutex());
+    if (mb::data::describeDataFile(path).empty()) fail("inspect printed nothing");
+  });
   return 0;
 }
