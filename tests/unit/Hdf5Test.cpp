@@ -27,7 +27,9 @@ h5::Handle fileWithAttribute(const std::string& path, const std::string& name, h
   h5::Handle attribute(
       H5Acreate2(file.get(), name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   EXPECT_TRUE(attribute.valid());
-  if (count != 0) EXPECT_GE(H5Awrite(attribute.get(), type, values), 0);
+  if (count != 0) {
+    EXPECT_GE(H5Awrite(attribute.get(), type, values), 0);
+  }
   return file;
 }
 
