@@ -28,7 +28,7 @@ if [[ $want_tests == 1 ]]; then
   packages+=(
     python3-torch                    # PyTorch reference for parity tests
     slurmctld slurmd slurm-client munge   # the real one-node SLURM test
-    clang libclang-rt-14-dev         # libFuzzer and sanitizers
+    clang libclang-rt-14-dev llvm    # libFuzzer and sanitizers; llvm-symbolizer for their stacks
     iproute2 procps util-linux       # network namespaces, process checks, tmpfs mounts
   )
 fi

@@ -171,6 +171,25 @@ std::vector<std::string> listGroup(hid_t group) {
   return names;
 }
 
+std::string objectKey(hid_t loc, const std::string& path, ExitCode code) {
+#if H5_VERSION_GE(1, 12, 0)
+  H5O_info2_t info;
+  if (H5Oget_info_by_name3(loc, path.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
+    fail(code, fileNameOf(loc) + ": cannot look up /" + path);
+  char* token = nullptr;
+  if (H5Otoken_to_str(loc, &info.token, &token) < 0)
+    fail(code, fileNameOf(loc) + ": cannot look up /" + path);
+  std::string address = token;
+  H5free_memory(token);
+#else
+  H5O_info_t info;
+  if (H5Oget_info_by_name2(loc, path.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
+    fail(code, fileNameOf(loc) + ": cannot look up /" + path);
+  std::string address = std::to_string(info.addr);
+#endif
+  return std::to_string(info.fileno) + ":" + address;
+}
+
 std::string DatasetInfo::typeName() const {
   switch (typeClass) {
     case H5T_FLOAT:
@@ -329,6 +348,8 @@ at::Tensor readTensor(hid_t loc, const std::string& name, ExitCode code, at::Sca
 at::Tensor readRows(hid_t dataset, std::int64_t begin, std::int64_t end, at::ScalarType as,
                     ExitCode code, const std::string& what, hid_t transfer) {
   DatasetInfo info = describe(dataset);
+  if (info.dims.empty())
+    throw makeError(code, what + ": a scalar (or empty) dataset has no rows to read");
   std::vector<std::int64_t> shape = info.dims;
   shape[0] = end - begin;
   at::Tensor out = at::empty(shape, at::TensorOptions().dtype(as));
@@ -340,6 +361,7 @@ void readRowsInto(hid_t dataset, std::int64_t begin, std::int64_t end, at::Tenso
                   ExitCode code, const std::string& what, hid_t transfer) {
   Handle fileSpace(H5Dget_space(dataset), H5Sclose);
   int rank = H5Sget_simple_extent_ndims(fileSpace.get());
+  if (rank < 1) throw makeError(code, what + ": a scalar (or empty) dataset has no rows to read");
   std::vector<hsize_t> dims(rank);
   H5Sget_simple_extent_dims(fileSpace.get(), dims.data(), nullptr);
   if (begin < 0 || end < begin || static_cast<hsize_t>(end) > dims[0])
@@ -374,10 +396,22 @@ void writeAttributeRaw(hid_t object, const std::string& name, hid_t type, const 
     fail(code, fileNameOf(object) + ": cannot write attribute " + name);
 }
 
+// The readers below read exactly one value into a one-value buffer: an attribute holding an
+// array (h5py writes lists that way) or nothing (a null dataspace) must be refused before
+// H5Aread, which would write past the buffer or leave it unset.
 Handle openAttribute(hid_t object, const std::string& name, ExitCode code) {
   if (H5Aexists(object, name.c_str()) <= 0)
     throw makeError(code, fileNameOf(object) + ": attribute '" + name + "' is missing");
-  return Handle(H5Aopen(object, name.c_str(), H5P_DEFAULT), H5Aclose);
+  Handle attribute(H5Aopen(object, name.c_str(), H5P_DEFAULT), H5Aclose);
+  if (!attribute.valid()) fail(code, fileNameOf(object) + ": cannot open attribute " + name);
+  Handle space(H5Aget_space(attribute.get()), H5Sclose);
+  hssize_t values = H5Sget_simple_extent_npoints(space.get());
+  if (values != 1)
+    throw makeError(code,
+                    fileNameOf(object) + ": attribute '" + name + "' holds " +
+                        std::to_string(values) + " values, expected a single value",
+                    "write it as one value, e.g. with h5py: attrs['" + name + "'] = value");
+  return attribute;
 }
 
 }  // namespace

@@ -68,6 +68,10 @@ Handle createGroup(hid_t loc, const std::string& path, ExitCode code);
 Handle openDataset(hid_t loc, const std::string& path, ExitCode code);
 // Names of the members of a group, in creation (or name) order.
 std::vector<std::string> listGroup(hid_t group);
+// Identifies the object at `path`: equal for two paths exactly when they reach the same object
+// (hard links). Recursive walks keep a set of these, because a file may link a group into
+// itself (h5py: f['a/b'] = f['/']) and a naive walk then never ends. Throws `code`.
+std::string objectKey(hid_t loc, const std::string& path, ExitCode code);
 
 // Shape and element type of a dataset.
 struct DatasetInfo {

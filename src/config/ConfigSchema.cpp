@@ -1,6 +1,7 @@
 #include "config/ConfigSchema.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -97,7 +98,9 @@ struct Codec<bool> {
   static std::string type() { return "bool"; }
   static bool decode(const std::string& key, const YAML::Node& node) {
     std::string text = scalarText(key, node, "true or false");
-    std::transform(text.begin(), text.end(), text.begin(), ::tolower);
+    // ::tolower takes an unsigned char's value: a byte >= 0x80 in a plain char is negative (UB).
+    std::transform(text.begin(), text.end(), text.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     if (text == "true" || text == "yes" || text == "on" || text == "1") return true;
     if (text == "false" || text == "no" || text == "off" || text == "0") return false;
     badValue(key, node, "true or false");
@@ -198,7 +201,8 @@ struct Codec<std::vector<StreamSpec>> {
       std::string itemKey = key + "[" + std::to_string(i) + "]";
       if (!item.IsMap()) badValue(itemKey, item, "{name: STREAM, window: ROWS}");
       for (const auto& entry : item) {
-        std::string sub = entry.first.as<std::string>();
+        // A key may itself be a list or a map (`{[a]: 1}`): name it, never convert it.
+        std::string sub = entry.first.IsScalar() ? entry.first.Scalar() : describeNode(entry.first);
         if (sub != "name" && sub != "window")
           throw ConfigError(itemKey + "." + sub + ": unknown key",
                             "a stream has exactly two keys: name and window");

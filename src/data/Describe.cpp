@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <ctime>
+#include <set>
 #include <sstream>
 
 #include <ATen/Functions.h>
@@ -20,12 +21,17 @@ struct Entry {
   h5::DatasetInfo info;
 };
 
-void collect(hid_t file, const std::string& group, std::vector<Entry>& out) {
-  h5::Handle handle = h5::openGroup(file, group.empty() ? "/" : group, ExitCode::kData);
+// Every dataset below `group`. A group reached twice (hard-linked elsewhere, or into itself)
+// is listed once: `seen` holds h5::objectKey of the groups walked.
+void collect(hid_t file, const std::string& group, std::vector<Entry>& out,
+             std::set<std::string>& seen) {
+  std::string where = group.empty() ? "/" : group;
+  if (!seen.insert(h5::objectKey(file, where, ExitCode::kData)).second) return;
+  h5::Handle handle = h5::openGroup(file, where, ExitCode::kData);
   for (const auto& name : h5::listGroup(handle.get())) {
     std::string path = group.empty() ? name : group + "/" + name;
     if (h5::isGroup(file, path)) {
-      collect(file, path, out);
+      collect(file, path, out, seen);
     } else if (h5::isDataset(file, path)) {
       h5::Handle dataset = h5::openDataset(file, path, ExitCode::kData);
       out.push_back({path, h5::describe(dataset.get())});
@@ -155,7 +161,8 @@ bool looksLikeCheckpoint(const std::string& path) {
 std::string describeDataFile(const std::string& path) {
   h5::Handle file = h5::openFile(path, false, ExitCode::kData);
   std::vector<Entry> entries;
-  collect(file.get(), "", entries);
+  std::set<std::string> seen;
+  collect(file.get(), "", entries, seen);
   struct stat st {};
   ::stat(path.c_str(), &st);
   std::ostringstream text;

@@ -93,6 +93,9 @@ std::optional<std::uint64_t> mappableOffset(hid_t file, const std::string& datas
   haddr_t offset = H5Dget_offset(handle.get());
   H5Eclear2(H5E_DEFAULT);
   if (offset == HADDR_UNDEF) return std::nullopt;
+  // HDF5 places raw data at any byte offset (after a 3-byte dataset, say). A tensor mapped
+  // there would hold misaligned elements, which LibTorch's kernels may not load: read it.
+  if (offset % c10::elementSize(type) != 0) return std::nullopt;
   return static_cast<std::uint64_t>(offset);
 }
 

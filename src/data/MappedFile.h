@@ -24,7 +24,8 @@
 namespace mb::data {
 
 // The file offset of a dataset's raw data if it can be mapped as `type`: contiguous layout,
-// no filters, allocated, and a file dtype identical to `type`'s native HDF5 type.
+// no filters, allocated, a file dtype identical to `type`'s native HDF5 type, and an offset
+// aligned to the element size.
 std::optional<std::uint64_t> mappableOffset(hid_t file, const std::string& dataset,
                                             at::ScalarType type);
 

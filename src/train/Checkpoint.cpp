@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
@@ -77,16 +78,27 @@ void writeNamed(hid_t file, const std::string& group, const NamedTensors& tensor
   }
 }
 
-// Reads every dataset below `group` (recursively), naming them "a/b" relative to it.
-void readNamed(hid_t loc, const std::string& prefix, NamedTensors& out) {
+// Reads every dataset below `group` (recursively), naming them "a/b" relative to it. We
+// never write a group twice, so one reached again (a link into itself) is a corrupt file, and
+// following it would recurse until the stack overflows.
+void readNamed(hid_t loc, const std::string& prefix, NamedTensors& out,
+               std::set<std::string>& seen) {
+  if (!seen.insert(h5::objectKey(loc, ".", kCode)).second)
+    throw CheckpointError(h5::fileNameOf(loc) + ": group /" + prefix +
+                          " is linked more than once (a cycle): not a checkpoint megabatch wrote");
   for (const auto& name : h5::listGroup(loc)) {
     if (h5::isGroup(loc, name)) {
       h5::Handle sub = h5::openGroup(loc, name, kCode);
-      readNamed(sub.get(), prefix + name + "/", out);
+      readNamed(sub.get(), prefix + name + "/", out, seen);
     } else {
       out.emplace_back(prefix + name, h5::readTensor(loc, name, kCode));
     }
   }
+}
+
+void readNamed(hid_t group, NamedTensors& out) {
+  std::set<std::string> seen;
+  readNamed(group, "", out, seen);
 }
 
 void writeTrainerState(hid_t file, const TrainerState& s) {
@@ -225,11 +237,11 @@ CheckpointContent readCheckpointFile(const std::string& path) {
     readMeta(file.get(), c);
     c.trainer = readTrainerState(file.get());
     h5::Handle model = h5::openGroup(file.get(), "model", kCode);
-    readNamed(model.get(), "", c.model);
+    readNamed(model.get(), c.model);
     h5::Handle optimizer = h5::openGroup(file.get(), "optimizer", kCode);
-    readNamed(optimizer.get(), "", c.optimizer);
+    readNamed(optimizer.get(), c.optimizer);
     h5::Handle extra = h5::openGroup(file.get(), "extra", kCode);
-    readNamed(extra.get(), "", c.extra);
+    readNamed(extra.get(), c.extra);
     return c;
   } catch (const Error& error) {
     throw CheckpointError("checkpoint " + path + " is unreadable, corrupt, or truncated: " + error.message(),

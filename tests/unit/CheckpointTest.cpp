@@ -118,6 +118,24 @@ TEST_F(CheckpointFiles, FlippedBitIsDetected) {
   EXPECT_THROW(readCheckpointFile(path("f.h5")), CheckpointError);
 }
 
+// A group linked into itself (by hand or by a broken tool) made readNamed recurse until the
+// stack overflowed; it is a corrupt checkpoint.
+TEST_F(CheckpointFiles, GroupCycleIsACheckpointErrorNotAStackOverflow) {
+  writeCheckpointFile(path("c.h5"), content(5));
+  {
+    h5::Handle file = h5::openFile(path("c.h5"), true, ExitCode::kCheckpoint);
+    ASSERT_GE(H5Lcreate_hard(file.get(), "optimizer", file.get(), "optimizer/head.bias/again",
+                             H5P_DEFAULT, H5P_DEFAULT),
+              0);
+  }
+  try {
+    readCheckpointFile(path("c.h5"));
+    ADD_FAILURE() << "expected a CheckpointError";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(e.message().find("linked more than once"), std::string::npos) << e.message();
+  }
+}
+
 TEST_F(CheckpointFiles, DirectoryFallsBackToPreviousCompleteCheckpoint) {
   CheckpointDirectory checkpoints(dir_.string(), 5);
   checkpoints.save(content(10));

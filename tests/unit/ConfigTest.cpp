@@ -132,6 +132,15 @@ TEST(Config, MalformedOverrideAndYaml) {
   EXPECT_TRUE(contains(configErrorOf([] { loadConfigFile("/nonexistent/c.yaml"); }), "cannot read config"));
 }
 
+// Found by the config fuzzer: a stream key that is a list escaped as YAML::BadConversion.
+TEST(Config, StreamKeysThatAreNotNamesAreConfigErrors) {
+  std::string message = configErrorOf([] { parseConfig("data: {streams: [{[a]: 1}]}", "c.yaml"); });
+  EXPECT_TRUE(contains(message, "data.streams[0].")) << message;
+  EXPECT_TRUE(contains(message, "unknown key")) << message;
+  message = configErrorOf([] { parseConfig("data: {streams: [{? {b: 2} : 1}]}", "c.yaml"); });
+  EXPECT_TRUE(contains(message, "data.streams[0].")) << message;
+}
+
 TEST(Config, ResolvedYamlRoundTrips) {
   Config c = parseConfig("optim: {lr: 0.0125, schedule: linear}\ndata: {layout: series, streams: [{name: a, window: 3}]}",
                          "c.yaml");
