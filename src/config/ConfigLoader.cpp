@@ -1,5 +1,6 @@
 #include "config/ConfigLoader.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -95,12 +96,19 @@ Config parseConfig(const std::string& yamlText, const std::string& sourceName,
 }
 
 Config loadConfigFile(const std::string& path, const std::vector<std::string>& overrides) {
+  // A directory opens like a file on Linux and reads as nothing: it would pass as an empty
+  // config and fail later with a misleading message.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError("cannot read config file '" + path + "': it is a directory",
+                      "pass the YAML file, e.g. " + path + "/train.yaml; ready-made configs are in configs/");
   std::ifstream in(path);
   if (!in)
     throw ConfigError("cannot read config file '" + path + "'",
                       "check the path; ready-made configs are in configs/");
   std::stringstream text;
   text << in.rdbuf();
+  if (in.bad()) throw ConfigError("cannot read config file '" + path + "': read error");
   return parseConfig(text.str(), path, overrides);
 }
 

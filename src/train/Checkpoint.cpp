@@ -334,6 +334,24 @@ std::vector<std::string> CheckpointDirectory::stepFiles() const {
   return files;
 }
 
+std::vector<std::string> CheckpointDirectory::removeUnfinishedWrites() const {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    if (entry.path().extension() != ".tmp") continue;
+    std::error_code removeError;
+    fs::remove(entry.path(), removeError);
+    if (removeError) {
+      log::get("ckpt").warn("could not remove unfinished write {}: {}", entry.path().string(), removeError.message());
+      continue;
+    }
+    log::get("ckpt").warn("removed {}, left by a write that did not finish (a killed or crashed run)",
+                          entry.path().string());
+    removed.push_back(entry.path().string());
+  }
+  return removed;
+}
+
 std::string CheckpointDirectory::readLatestName() const {
   std::ifstream in((fs::path(dir_) / "latest").string());
   std::string name;

@@ -1,0 +1,268 @@
+"""Bad inputs (issue 9, fault 5): malformed configs and HDF5 data files, written here with h5py,
+each given to `mpirun -np 2 megabatch train` the way a user would.
+
+Every case must end both ranks within CASE_DEADLINE_S with the right exit code (2 config,
+3 data), and both ranks' error lines must name the problem; nothing may crash or dump core.
+tests/data/test_data_errors.py checks more data messages in detail through `megabatch data
+check`; this suite goes through `train`, the command users actually run, and adds configs.
+Usage: test_bad_inputs.py [BadConfigTest|BadDataTest]
+"""
+import os
+import re
+import sys
+import time
+import unittest
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "data"))
+import faultkit  # noqa: E402
+from faultkit import mbtest  # noqa: E402
+from test_data_errors import samples_file, series_file  # noqa: E402
+
+CASE_DEADLINE_S = 10
+
+# A config that trains the samples file below (the control case proves it works).
+SAMPLES = """run: {{dir: {run}, log_every: 1}}
+data: {{path: {path}, layout: samples, canonical_shards: {shards}}}
+model: {{kind: mlp, task: regression, hidden: 8}}
+train: {{global_batch: 16, max_steps: 2, eval_every: 0, threads: 1}}
+"""
+SERIES = """run: {{dir: {run}}}
+data:
+  path: {path}
+  layout: series
+  streams: [{{name: m1, window: 10}}, {{name: h1, window: 2}}]
+  canonical_shards: 4
+model: {{kind: lstm, hidden: 8}}
+train: {{global_batch: 16, max_steps: 2, threads: 1}}
+"""
+TOKENS = """run: {{dir: {run}}}
+data: {{path: {path}, layout: tokens, context: 8, canonical_shards: 4}}
+model: {{kind: gpt, hidden: 16, layers: 1, heads: 2}}
+train: {{global_batch: 16, max_steps: 2, threads: 1}}
+"""
+
+
+class BadInputCase(mbtest.TempDirTestCase):
+    """Runs one bad input under mpirun -np 2 and checks code, message, time, and crash signs."""
+
+    def config(self, template=SAMPLES, **fields):
+        values = dict(run=self.path("run"), path=self.path("data.h5"), shards=4)
+        values.update(fields)
+        return self.write("config.yaml", template.format(**values))
+
+    def train(self, config, overrides=(), command=None):
+        cmd = command or faultkit.train_command(2, config, overrides)
+        start = time.monotonic()
+        r = mbtest._run(cmd, 120, faultkit.CHILD_ENV, self.tmp)
+        r.seconds = time.monotonic() - start
+        return r
+
+    def assertRejected(self, r, code, *fragments):
+        report = "%.1f s\n%r" % (r.seconds, r)
+        self.assertEqual(r.returncode, code, report)
+        for rank in ("r0/2", "r1/2"):
+            # A rank's error may span lines (a list of config problems): take its block.
+            blocks = re.findall(r"^\[[^\]]*\] \[%s\] \[app\] error: .*(?:\n(?!\[).*)*" % re.escape(rank),
+                                r.output, re.MULTILINE)
+            self.assertTrue(blocks, "rank %s reports an error\n%s" % (rank, report))
+            text = "\n".join(blocks)
+            for fragment in fragments:
+                self.assertIn(fragment, text, "rank %s names the problem\n%s" % (rank, report))
+        self.assertLess(r.seconds, CASE_DEADLINE_S, report)
+        self.assertFalse(faultkit.crash_signs(r.output), report)
+        self.assertFalse([f for f in os.listdir(self.tmp) if f.startswith("core")], "core dump\n" + report)
+        print("%-60s exit %d in %.1f s" % (self.id().split(".")[-1], r.returncode, r.seconds))
+
+
+class BadConfigTest(BadInputCase):
+    def setUp(self):
+        super().setUp()
+        samples_file(self.path("data.h5"))
+
+    def bad(self, text):
+        return self.write("bad.yaml", text)
+
+    def test_control_good_config_trains(self):
+        r = self.train(self.config())
+        self.assertEqual(r.returncode, 0, repr(r))
+
+    def test_yaml_syntax_error(self):
+        path = self.bad("train: {global_batch: 16\nmodel: [mlp\n")
+        self.assertRejected(self.train(path), 2, path, "not valid YAML at line")
+
+    def test_config_is_a_list_not_a_map(self):
+        path = self.bad("- data\n- train\n")
+        self.assertRejected(self.train(path), 2, path, "the config must be a YAML map of sections")
+
+    def test_config_file_missing(self):
+        path = self.path("nope.yaml")
+        self.assertRejected(self.train(path), 2, "cannot read config file '%s'" % path)
+
+    def test_config_path_is_a_directory(self):
+        path = self.path("configs")
+        os.mkdir(path)
+        self.assertRejected(self.train(path), 2, "cannot read config file '%s'" % path, "is a directory")
+
+    def test_config_file_is_binary(self):
+        path = self.path("bad.yaml")
+        with open(path, "wb") as f:
+            f.write(bytes(range(256)) * 4)
+        self.assertRejected(self.train(path), 2, path)
+
+    def test_empty_config_file(self):
+        self.assertRejected(self.train(self.bad("")), 2, "run.dir")
+
+    def test_wrong_type(self):
+        text = open(self.config()).read().replace("global_batch: 16", "global_batch: sixteen")
+        self.assertRejected(self.train(self.bad(text)), 2, "train.global_batch", "'sixteen'")
+
+    def test_unknown_key_names_the_closest(self):
+        text = open(self.config()).read().replace("global_batch", "global_bach")
+        self.assertRejected(self.train(self.bad(text)), 2, "unknown config key 'train.global_bach'",
+                            "did you mean train.global_batch?")
+
+    def test_value_out_of_range(self):
+        self.assertRejected(self.train(self.config(), ["optim.lr=-1"]), 2, "optim.lr")
+
+    def test_section_given_a_scalar(self):
+        text = open(self.config()).read() + "optim: 0.1\n"
+        self.assertRejected(self.train(self.bad(text)), 2, "optim: expected a section with keys")
+
+    def test_unknown_layout(self):
+        self.assertRejected(self.train(self.config(), ["data.layout=rows"]), 2, "data.layout", "'rows'")
+
+    def test_override_without_value(self):
+        self.assertRejected(self.train(self.config(), ["train.max_steps"]), 2,
+                            "override 'train.max_steps' is not of the form key=value")
+
+    def test_zero_global_batch(self):
+        self.assertRejected(self.train(self.config(), ["train.global_batch=0"]), 2, "train.global_batch")
+
+
+class BadDataTest(BadInputCase):
+    def data(self):
+        return self.path("data.h5")
+
+    def test_control_good_file_trains(self):
+        samples_file(self.data())
+        r = self.train(self.config())
+        self.assertEqual(r.returncode, 0, repr(r))
+
+    def test_missing_file(self):
+        self.assertRejected(self.train(self.config()), 3, self.data() + ": no such file")
+
+    def test_empty_file(self):
+        open(self.data(), "w").close()
+        self.assertRejected(self.train(self.config()), 3, self.data() + ": not an HDF5 file")
+
+    def test_not_an_hdf5_file(self):
+        with open(self.data(), "w") as f:
+            f.write("time,price\n1,2\n")
+        self.assertRejected(self.train(self.config()), 3, self.data() + ": not an HDF5 file")
+
+    def test_truncated_hdf5_file(self):
+        samples_file(self.data(), n=2000)
+        with open(self.data(), "r+b") as f:
+            f.truncate(os.path.getsize(self.data()) // 2)
+        self.assertRejected(self.train(self.config()), 3, self.data())
+
+    def test_missing_dataset(self):
+        with h5py.File(self.data(), "w") as f:
+            f["features"] = np.zeros((200, 2), "f4")
+            f["labels"] = np.zeros(200, "f4")
+        self.assertRejected(self.train(self.config()), 3, "dataset /targets is missing", "found: /features, /labels")
+
+    def test_dataset_is_a_group(self):
+        with h5py.File(self.data(), "w") as f:
+            f.create_group("features")
+            f["targets"] = np.zeros(200, "f4")
+        self.assertRejected(self.train(self.config()), 3, self.data(), "/features")
+
+    def test_features_of_wrong_rank(self):
+        samples_file(self.data(), features=np.zeros(200, "f4"))
+        self.assertRejected(self.train(self.config()), 3,
+                            "dataset /features: expected shape [N, T, F] or [N, F], found 1 dimension(s) [200]")
+
+    def test_targets_of_wrong_rank(self):
+        samples_file(self.data(), targets=np.zeros((200, 2, 2), "f4"))
+        self.assertRejected(self.train(self.config()), 3, "dataset /targets", "found 3 dimension(s)")
+
+    def test_rows_disagree(self):
+        samples_file(self.data(), features=np.zeros((200, 2), "f4"), targets=np.zeros(190, "f4"))
+        self.assertRejected(self.train(self.config()), 3, "dataset /targets: expected N = 200 rows", "found 190")
+
+    def test_zero_rows(self):
+        samples_file(self.data(), features=np.zeros((0, 2), "f4"), targets=np.zeros(0, "f4"))
+        self.assertRejected(self.train(self.config()), 3, self.data(), "/features")
+
+    def test_string_dtype(self):
+        samples_file(self.data(), features=np.array([["a", "b"]] * 200, dtype="S1"))
+        self.assertRejected(self.train(self.config()), 3, "dataset /features: expected a numeric dtype, found string")
+
+    def test_nan_value(self):
+        x = np.ones((200, 3), "f4")
+        x[57, 1] = np.nan
+        samples_file(self.data(), features=x)
+        self.assertRejected(self.train(self.config()), 3, "dataset /features: non-finite value (nan) at sample 57")
+
+    def test_inf_value(self):
+        y = np.zeros(200, "f4")
+        y[21] = np.inf
+        samples_file(self.data(), targets=y)
+        self.assertRejected(self.train(self.config()), 3, "dataset /targets: non-finite value (inf) at sample 21")
+
+    def test_non_monotonic_timestamps(self):
+        ts = np.arange(200, dtype="i8")
+        ts[140] = 5
+        samples_file(self.data(), timestamps=ts)
+        self.assertRejected(self.train(self.config()), 3, "dataset /timestamps: timestamps decrease at sample 140")
+
+    def test_timestamps_of_wrong_length(self):
+        samples_file(self.data(), timestamps=np.arange(150, dtype="i8"))
+        self.assertRejected(self.train(self.config()), 3, "/timestamps", "150")
+
+    def test_too_few_samples(self):
+        samples_file(self.data(), n=40)
+        self.assertRejected(self.train(self.config(shards=64)), 3,
+                            "the train split has 32 samples, fewer than data.canonical_shards = 64")
+
+    def test_fewer_canonical_shards_than_ranks(self):
+        samples_file(self.data())
+        self.assertRejected(self.train(self.config(shards=1)), 2,
+                            "data.canonical_shards = 1 is smaller than the 2 ranks launched")
+
+    def test_series_stream_missing(self):
+        series_file(self.data())
+        config = self.config(SERIES).replace("name: h1", "name: h4")
+        self.assertRejected(self.train(self.write("config.yaml", open(config).read())), 3,
+                            "stream 'h4' of data.streams has no group /series/h4")
+
+    def test_tokens_outside_vocab(self):
+        with h5py.File(self.data(), "w") as f:
+            d = f.create_dataset("tokens", data=(np.arange(2000) % 60).astype("u2"))
+            d.attrs["vocab_size"] = 50
+        self.assertRejected(self.train(self.config(TOKENS)), 3,
+                            "dataset /tokens: token 50 at position 50 is outside [0, vocab_size = 50)")
+
+    def test_file_readable_on_rank0_missing_on_rank1(self):
+        # Rank 1 runs in its own mount namespace where the data directory is an empty tmpfs:
+        # the same path exists on "node" 0 and not on "node" 1, as on a cluster without a
+        # shared file system.
+        data_dir = self.path("data")
+        os.mkdir(data_dir)
+        path = os.path.join(data_dir, "data.h5")
+        samples_file(path)
+        config = self.config(path=path)
+        rank = [mbtest.BIN, "train", "--config", config]
+        hide = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                'mount -t tmpfs mbtest-hidden "$0" && exec "$@"', data_dir]
+        cmd = [mbtest.MPIEXEC, "--oversubscribe", "-np", "1"] + rank + [":", "-np", "1"] + hide + rank
+        self.assertRejected(self.train(config, command=cmd), 3, "rank 1: " + path + ": no such file")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
