@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <regex>
 #include <sstream>
 
@@ -17,8 +19,8 @@
 
 #include <ATen/Functions.h>
 
-#include "common/Error.h"
 #include "common/Check.h"
+#include "common/Error.h"
 #include "common/Hdf5.h"
 #include "common/Log.h"
 #include "common/Strings.h"
@@ -33,7 +35,8 @@ constexpr ExitCode kCode = ExitCode::kCheckpoint;
 
 void fsyncPath(const std::string& path, bool directory) {
   int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) throw CheckpointError("cannot open " + path + " to flush it: " + std::strerror(errno));
+  if (fd < 0)
+    throw CheckpointError("cannot open " + path + " to flush it: " + std::strerror(errno));
   int status = ::fsync(fd);
   int error = errno;
   ::close(fd);
@@ -43,6 +46,18 @@ void fsyncPath(const std::string& path, bool directory) {
 std::string parentOf(const std::string& path) {
   fs::path parent = fs::path(path).parent_path();
   return parent.empty() ? "." : parent.string();
+}
+
+// What to do about a failed write of `path` (errno `error`, 0 if unknown).
+std::string writeHint(const std::string& path, int error) {
+  const std::string dir = parentOf(path);
+  std::error_code ec;
+  auto space = fs::space(dir, ec);
+  if (error == ENOSPC || error == EDQUOT || (error == 0 && !ec && space.available < (64u << 20)))
+    return "the disk holding " + dir +
+           " is full: free space there (old runs, a smaller run.keep_last) or set "
+           "run.dir to a larger disk, then re-run the same command to resume";
+  return "check that " + dir + " is writable and has free space";
 }
 
 // Moves `tmp` over `path` and makes the rename durable.
@@ -91,7 +106,9 @@ void readNamed(hid_t loc, const std::string& prefix, NamedTensors& out) {
 
 void writeTrainerState(hid_t file, const TrainerState& s) {
   h5::Handle g = h5::createGroup(file, "trainer", kCode);
-  auto put = [&](const char* name, std::int64_t value) { h5::writeAttribute(g.get(), name, value, kCode); };
+  auto put = [&](const char* name, std::int64_t value) {
+    h5::writeAttribute(g.get(), name, value, kCode);
+  };
   put("step", s.step);
   put("epoch", s.epoch);
   put("batch_in_epoch", s.batchInEpoch);
@@ -142,7 +159,8 @@ void readMeta(hid_t file, CheckpointContent& c) {
   h5::Handle g = h5::openGroup(file, "meta", kCode);
   c.formatVersion = h5::readIntAttribute(g.get(), "format_version", kCode);
   if (c.formatVersion > kCheckpointFormatVersion)
-    throw CheckpointError(h5::fileNameOf(file) + ": checkpoint format " + std::to_string(c.formatVersion) +
+    throw CheckpointError(h5::fileNameOf(file) + ": checkpoint format " +
+                              std::to_string(c.formatVersion) +
                               " is newer than this megabatch understands (" +
                               std::to_string(kCheckpointFormatVersion) + ")",
                           "resume with the megabatch version that wrote it");
@@ -158,16 +176,126 @@ void readMeta(hid_t file, CheckpointContent& c) {
   c.lr = h5::readDoubleAttribute(g.get(), "lr", kCode);
 }
 
-void writeContents(const std::string& path, const CheckpointContent& content) {
-  h5::Handle file = h5::createFile(path, /*latestFormat=*/true, kCode);
+// Note [Checkpoints are built in memory]
+// HDF5 1.10 cannot recover from a write error on disk (ENOSPC while flushing): the failed
+// H5Fclose frees the file but keeps its id, and HDF5's shutdown (at MPI_Finalize or exit)
+// closes it again and crashes. So the file is built in memory (core driver, no backing
+// store), and its finished image is written with plain POSIX calls whose errors we handle.
+// The image is taken at close through the file-image callbacks, not with H5Fget_file_image:
+// in HDF5 1.10 that clears the superblock's status flags without updating its checksum, so
+// the copy does not open. Rank 0 holds one extra copy of the checkpoint while it is written.
+struct FileImage {
+  std::unique_ptr<char, void (*)(void*)> data{nullptr, &std::free};
+  std::size_t capacity = 0;  // bytes allocated by the core driver
+  std::size_t size = 0;      // bytes of the file
+};
+
+// The core driver allocates the image through these; at close the buffer is kept, not freed.
+namespace image {
+void* allocate(std::size_t size, H5FD_file_image_op_t, void* udata) {
+  auto* out = static_cast<FileImage*>(udata);
+  out->data.reset(static_cast<char*>(std::malloc(size)));
+  out->capacity = out->data ? size : 0;
+  return out->data.get();
+}
+void* copy(void* dest, const void* src, std::size_t size, H5FD_file_image_op_t, void*) {
+  return std::memcpy(dest, src, size);
+}
+void* resize(void* ptr, std::size_t size, H5FD_file_image_op_t, void* udata) {
+  auto* out = static_cast<FileImage*>(udata);
+  void* grown = std::realloc(ptr, size);
+  if (grown == nullptr) return nullptr;  // ptr stays owned by out->data
+  out->data.release();
+  out->data.reset(static_cast<char*>(grown));
+  out->capacity = size;
+  return grown;
+}
+herr_t release(void* ptr, H5FD_file_image_op_t op, void* udata) {
+  auto* out = static_cast<FileImage*>(udata);
+  if (ptr == out->data.get() && op == H5FD_FILE_IMAGE_OP_FILE_CLOSE) return 0;  // the image we keep
+  if (ptr == out->data.get()) out->data.release();
+  std::free(ptr);
+  return 0;
+}
+void* shareUdata(void* udata) {
+  return udata;
+}
+herr_t keepUdata(void*) {
+  return 0;
+}
+}  // namespace image
+
+// The core driver's buffer grows in 16 MiB steps; the file itself ends at the "end of file
+// address" that the superblock records (version 2 and 3, HDF5 file format spec: signature,
+// version, offset size, length size, flags, then base, extension, and EOF addresses).
+std::size_t endOfFile(const FileImage& image) {
+  static const unsigned char kSignature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  const auto* bytes = reinterpret_cast<const unsigned char*>(image.data.get());
+  if (bytes == nullptr || image.capacity < 48 || std::memcmp(bytes, kSignature, 8) != 0 ||
+      bytes[8] < 2)
+    return 0;
+  const std::size_t offsetSize = bytes[9];
+  const std::size_t at = 12 + 2 * offsetSize;
+  if (offsetSize == 0 || offsetSize > 8 || at + offsetSize > image.capacity) return 0;
+  std::uint64_t eof = 0;
+  for (std::size_t i = 0; i < offsetSize; ++i)
+    eof |= std::uint64_t{bytes[at + i]} << (8 * i);
+  return static_cast<std::size_t>(eof);
+}
+
+FileImage buildImage(const std::string& path, const CheckpointContent& content) {
+  FileImage out;
+  h5::Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+  H5Pset_fapl_core(fapl.get(), std::size_t{16} << 20, /*backing_store=*/0);
+  H5FD_file_image_callbacks_t callbacks{
+      &image::allocate,  &image::copy, &image::resize, &image::release, &image::shareUdata,
+      &image::keepUdata, &out};
+  H5Pset_file_image_callbacks(fapl.get(), &callbacks);
+  h5::silenceLibraryErrors();
+  h5::Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+  if (!file.valid())
+    throw CheckpointError(path + ": cannot create the checkpoint in memory (" +
+                          detail::hdf5ErrorStack() + ")");
   writeMeta(file.get(), content);
   writeTrainerState(file.get(), content.trainer);
   writeNamed(file.get(), "model", content.model);
   writeNamed(file.get(), "optimizer", content.optimizer);
   writeNamed(file.get(), "extra", content.extra);
   if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0)
-    throw CheckpointError(path + ": flushing the checkpoint failed (" + detail::hdf5ErrorStack() + ")");
+    throw CheckpointError(path + ": flushing the checkpoint failed (" + detail::hdf5ErrorStack() +
+                          ")");
   file.close(kCode, path);
+  out.size = endOfFile(out);
+  if (out.size == 0 || out.size > out.capacity)
+    throw CheckpointError(path + ": the checkpoint image built in memory is malformed");
+  return out;
+}
+
+// Writes `bytes` to a new file at `path` and fsyncs it; on failure removes it and throws with
+// errno's text.
+void writeBytes(const std::string& path, const char* bytes, std::size_t count) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw CheckpointError("cannot create " + path + ": " + std::strerror(errno),
+                          writeHint(path, errno));
+  std::size_t done = 0;
+  int error = 0;
+  while (done < count && error == 0) {
+    ssize_t n = ::write(fd, bytes + done, count - done);
+    if (n > 0)
+      done += static_cast<std::size_t>(n);
+    else if (n < 0 && errno != EINTR)
+      error = errno;
+  }
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error != 0) {
+    ::unlink(path.c_str());
+    throw CheckpointError("cannot write " + path + " (" + std::to_string(done) + " of " +
+                              std::to_string(count) + " bytes written): " + std::strerror(error),
+                          writeHint(path, error));
+  }
 }
 
 std::int64_t stepOfFile(const std::string& name) {
@@ -187,7 +315,8 @@ void writeFileAtomically(const std::string& path, const std::string& text) {
     out.flush();
     if (!out) {
       std::remove(tmp.c_str());
-      throw CheckpointError("cannot write " + tmp + " (disk full or not writable?)");
+      throw CheckpointError("cannot write " + tmp + " (disk full or not writable?)",
+                            writeHint(tmp, 0));
     }
   }
   try {
@@ -199,21 +328,20 @@ void writeFileAtomically(const std::string& path, const std::string& text) {
 }
 
 void writeCheckpointFile(const std::string& path, const CheckpointContent& content) {
-  std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
   std::string tmp = path + ".tmp";
   try {
-    writeContents(tmp, content);
+    FileImage image;
+    {
+      std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
+      image = buildImage(tmp, content);
+    }
+    writeBytes(tmp, image.data.get(), image.size);
     commitFile(tmp, path);
   } catch (const Error& error) {
     std::remove(tmp.c_str());
-    std::error_code ec;
-    auto space = fs::space(parentOf(path), ec);
-    std::string hint = !ec && space.available < (64u << 20)
-                           ? "the disk holding " + parentOf(path) + " is (nearly) full: free space or move run.dir"
-                           : "check that " + parentOf(path) + " is writable and has free space";
     throw CheckpointError("writing checkpoint " + path + " failed: " + error.message() +
                               ". The previous checkpoint is intact.",
-                          hint);
+                          error.hint().empty() ? writeHint(path, 0) : error.hint());
   }
 }
 
@@ -232,9 +360,10 @@ CheckpointContent readCheckpointFile(const std::string& path) {
     readNamed(extra.get(), "", c.extra);
     return c;
   } catch (const Error& error) {
-    throw CheckpointError("checkpoint " + path + " is unreadable, corrupt, or truncated: " + error.message(),
-                          "an older checkpoint in the same directory is used automatically; "
-                          "`megabatch inspect` shows what a file contains");
+    throw CheckpointError(
+        "checkpoint " + path + " is unreadable, corrupt, or truncated: " + error.message(),
+        "an older checkpoint in the same directory is used automatically; "
+        "`megabatch inspect` shows what a file contains");
   }
 }
 
@@ -274,25 +403,29 @@ std::string describeCheckpoint(const std::string& path) {
     bytes += t.numel() * t.element_size();
   }
   const TrainerState& s = c.trainer;
-  out << path << ": megabatch checkpoint (format " << c.formatVersion << "), all checksums verified\n"
+  out << path << ": megabatch checkpoint (format " << c.formatVersion
+      << "), all checksums verified\n"
       << "  saved:        " << c.savedAt << " by megabatch " << c.megabatchVersion << ", LibTorch "
       << c.torchVersion << ", world size " << c.worldSize << "\n"
-      << "  position:     step " << s.step << ", epoch " << s.epoch << ", next batch " << s.batchInEpoch
-      << ", samples seen " << s.samplesSeen << "\n"
+      << "  position:     step " << s.step << ", epoch " << s.epoch << ", next batch "
+      << s.batchInEpoch << ", samples seen " << s.samplesSeen << "\n"
       << "  data order:   V = " << s.canonicalShards << " canonical shards, seed " << s.seed
-      << ", global batch " << s.globalBatch << " (resumable on 1.." << s.canonicalShards << " ranks)\n"
-      << "  optimizer:    " << c.optimizerKind << ", " << c.optimizerSteps << " steps, lr " << c.lr << ", "
-      << c.optimizer.size() << " state tensors\n"
+      << ", global batch " << s.globalBatch << " (resumable on 1.." << s.canonicalShards
+      << " ranks)\n"
+      << "  optimizer:    " << c.optimizerKind << ", " << c.optimizerSteps << " steps, lr " << c.lr
+      << ", " << c.optimizer.size() << " state tensors\n"
       << "  early stop:   best " << s.bestMetric << " at step " << s.bestStep << ", "
       << s.evalsWithoutImprovement << " evaluations since\n"
       << "  data:         fingerprint " << c.dataFingerprint << "\n"
-      << "  model:        " << savedModelKind(c.configYaml) << ", " << c.model.size() << " tensors, "
-      << parameters << " values ("
-      << str::humanBytes(static_cast<double>(bytes)) << ")\n";
-  for (const auto& [name, t] : c.model) out << "    " << name << " " << t.sizes() << "\n";
+      << "  model:        " << savedModelKind(c.configYaml) << ", " << c.model.size()
+      << " tensors, " << parameters << " values (" << str::humanBytes(static_cast<double>(bytes))
+      << ")\n";
+  for (const auto& [name, t] : c.model)
+    out << "    " << name << " " << t.sizes() << "\n";
   if (!c.extra.empty()) {
     out << "  extra state:\n";
-    for (const auto& [name, t] : c.extra) out << "    " << name << " " << t.sizes() << "\n";
+    for (const auto& [name, t] : c.extra)
+      out << "    " << name << " " << t.sizes() << "\n";
   }
   return out.str();
 }
@@ -304,13 +437,16 @@ std::string CheckpointDirectory::stepPath(std::int64_t step) const {
   return (fs::path(dir_) / ("step-" + str::pad(step, 8) + ".h5")).string();
 }
 
-std::string CheckpointDirectory::bestPath() const { return (fs::path(dir_) / "best.h5").string(); }
+std::string CheckpointDirectory::bestPath() const {
+  return (fs::path(dir_) / "best.h5").string();
+}
 
 std::string CheckpointDirectory::save(const CheckpointContent& content) {
   fs::create_directories(dir_);
   std::string path = stepPath(content.trainer.step);
   writeCheckpointFile(path, content);
-  writeFileAtomically((fs::path(dir_) / "latest").string(), fs::path(path).filename().string() + "\n");
+  writeFileAtomically((fs::path(dir_) / "latest").string(),
+                      fs::path(path).filename().string() + "\n");
   prune(fs::path(path).filename().string());
   return path;
 }
@@ -328,9 +464,11 @@ std::vector<std::string> CheckpointDirectory::stepFiles() const {
     std::int64_t step = stepOfFile(name);
     if (step >= 0) found.emplace_back(step, entry.path().string());
   }
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<std::string> files;
-  for (auto& [step, path] : found) files.push_back(path);
+  for (auto& [step, path] : found)
+    files.push_back(path);
   return files;
 }
 
@@ -342,11 +480,13 @@ std::vector<std::string> CheckpointDirectory::removeUnfinishedWrites() const {
     std::error_code removeError;
     fs::remove(entry.path(), removeError);
     if (removeError) {
-      log::get("ckpt").warn("could not remove unfinished write {}: {}", entry.path().string(), removeError.message());
+      log::get("ckpt").warn("could not remove unfinished write {}: {}", entry.path().string(),
+                            removeError.message());
       continue;
     }
-    log::get("ckpt").warn("removed {}, left by a write that did not finish (a killed or crashed run)",
-                          entry.path().string());
+    log::get("ckpt").warn(
+        "removed {}, left by a write that did not finish (a killed or crashed run)",
+        entry.path().string());
     removed.push_back(entry.path().string());
   }
   return removed;
@@ -374,7 +514,8 @@ std::optional<std::pair<std::string, CheckpointContent>> CheckpointDirectory::lo
   std::string latest = readLatestName();
   if (!latest.empty()) candidates.push_back((fs::path(dir_) / latest).string());
   for (const auto& file : stepFiles()) {
-    if (std::find(candidates.begin(), candidates.end(), file) == candidates.end()) candidates.push_back(file);
+    if (std::find(candidates.begin(), candidates.end(), file) == candidates.end())
+      candidates.push_back(file);
   }
   if (candidates.empty()) return std::nullopt;
   std::vector<std::string> failures;
@@ -382,16 +523,18 @@ std::optional<std::pair<std::string, CheckpointContent>> CheckpointDirectory::lo
     try {
       CheckpointContent content = readCheckpointFile(path);
       if (!failures.empty())
-        log::get("ckpt").warn("falling back to {} (the newer checkpoint could not be loaded)", path);
+        log::get("ckpt").warn("falling back to {} (the newer checkpoint could not be loaded)",
+                              path);
       return std::make_pair(path, std::move(content));
     } catch (const Error& error) {
       log::get("ckpt").warn("{}", error.message());
       failures.push_back(path);
     }
   }
-  throw CheckpointError("no checkpoint in " + dir_ + " can be loaded (" + std::to_string(failures.size()) +
-                            " tried: " + str::join(failures, ", ") + ")",
-                        "move the damaged files away to start over, or set run.resume to a good checkpoint");
+  throw CheckpointError(
+      "no checkpoint in " + dir_ + " can be loaded (" + std::to_string(failures.size()) +
+          " tried: " + str::join(failures, ", ") + ")",
+      "move the damaged files away to start over, or set run.resume to a good checkpoint");
 }
 
 }  // namespace mb::train
