@@ -16,8 +16,9 @@ namespace {
 
 [[noreturn]] void unknownKey(const std::string& key, const std::string& where) {
   std::string suggestion = suggestConfigKey(key);
-  std::string hint = suggestion.empty() ? "run `megabatch train --help-config` for the list of keys"
-                                        : "did you mean " + suggestion + "?";
+  std::string hint = suggestion.empty()
+                         ? "run `megabatch train --help-config` for the list of keys"
+                         : "did you mean " + suggestion + "?";
   throw ConfigError(where + "unknown config key '" + key + "'", hint);
 }
 
@@ -74,9 +75,8 @@ void applyOverride(Config& config, const std::string& assignment) {
   const ConfigField* field = findConfigField(key);
   if (field == nullptr) {
     if (isConfigSection(key))
-      throw ConfigError(
-          "override '" + key + "' names a section, not a key",
-          "set one of its keys: " + key + "." + str::join(sectionKeys(key), ", " + key + "."));
+      throw ConfigError("override '" + key + "' names a section, not a key",
+                        "set one of its keys: " + key + "." + str::join(sectionKeys(key), ", " + key + "."));
     unknownKey(key, "override: ");
   }
   field->assign(config, parseYaml(value, "override " + key));
@@ -87,12 +87,10 @@ Config parseConfig(const std::string& yamlText, const std::string& sourceName,
   Config config;
   YAML::Node root = parseYaml(yamlText, sourceName);
   if (root.IsDefined() && !root.IsNull()) {
-    if (!root.IsMap())
-      throw ConfigError(sourceName + ": the config must be a YAML map of sections");
+    if (!root.IsMap()) throw ConfigError(sourceName + ": the config must be a YAML map of sections");
     assignTree(config, root, "", sourceName + ": ");
   }
-  for (const auto& assignment : overrides)
-    applyOverride(config, assignment);
+  for (const auto& assignment : overrides) applyOverride(config, assignment);
   requireValidConfig(config);
   return config;
 }
@@ -102,9 +100,8 @@ Config loadConfigFile(const std::string& path, const std::vector<std::string>& o
   // config and fail later with a misleading message.
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
-    throw ConfigError(
-        "cannot read config file '" + path + "': it is a directory",
-        "pass the YAML file, e.g. " + path + "/train.yaml; ready-made configs are in configs/");
+    throw ConfigError("cannot read config file '" + path + "': it is a directory",
+                      "pass the YAML file, e.g. " + path + "/train.yaml; ready-made configs are in configs/");
   std::ifstream in(path);
   if (!in)
     throw ConfigError("cannot read config file '" + path + "'",
@@ -126,14 +123,12 @@ std::string configToYaml(const Config& config) {
     std::size_t common = 0;
     while (common < open.size() && common + 1 < parts.size() && open[common] == parts[common])
       ++common;
-    for (; open.size() > common; open.pop_back())
-      out << YAML::EndMap;
+    for (; open.size() > common; open.pop_back()) out << YAML::EndMap;
     for (; open.size() + 1 < parts.size(); open.push_back(parts[open.size()]))
       out << YAML::Key << parts[open.size()] << YAML::Value << YAML::BeginMap;
     out << YAML::Key << parts.back() << YAML::Value << field.emit(config);
   }
-  for (; !open.empty(); open.pop_back())
-    out << YAML::EndMap;
+  for (; !open.empty(); open.pop_back()) out << YAML::EndMap;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
