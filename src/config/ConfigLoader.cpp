@@ -100,8 +100,9 @@ Config loadConfigFile(const std::string& path, const std::vector<std::string>& o
   // config and fail later with a misleading message.
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
-    throw ConfigError("cannot read config file '" + path + "': it is a directory",
-                      "pass the YAML file, e.g. " + path + "/train.yaml; ready-made configs are in configs/");
+    throw ConfigError(
+        "cannot read config file '" + path + "': it is a directory",
+        "pass the YAML file, e.g. " + path + "/train.yaml; ready-made configs are in configs/");
   std::ifstream in(path);
   if (!in)
     throw ConfigError("cannot read config file '" + path + "'",

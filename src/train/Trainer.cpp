@@ -270,7 +270,8 @@ RunOutcome Trainer::run() {
     StepResult step;
     {
       // A rank stuck outside any collective (a hung kernel, a deadlocked loader) ends itself too.
-      dist::Watchdog::Scope guard = dist::Watchdog::instance().track("training step " + std::to_string(state_.step + 1));
+      dist::Watchdog::Scope guard =
+          dist::Watchdog::instance().track("training step " + std::to_string(state_.step + 1));
       step = trainStep();
     }
     ++state_.step;
