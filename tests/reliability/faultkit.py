@@ -16,6 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, os.path.join(HERE, "..", "train"))
 import mbtest  # noqa: E402
+from mbtest import crash_signs  # noqa: E402,F401
 from test_training import (BASE_CONFIG, checkpoint_params, latest_checkpoint, read_metrics,  # noqa: E402,F401
                            train_losses)
 
@@ -76,13 +77,6 @@ def step_files(run_dir):
 
 def tmp_files(run_dir):
     return glob.glob(os.path.join(run_dir, "checkpoints", "*.tmp"))
-
-
-def crash_signs(output):
-    """Lines showing that a process crashed (a signal, a core dump) rather than exiting cleanly."""
-    patterns = ("core dumped", "Segmentation fault", "exited on signal", "terminate called",
-                "Aborted", "*** Process received signal", "LOG ERROR")
-    return [line for line in output.splitlines() if any(p in line for p in patterns)]
 
 
 def kill_job(proc, config):

@@ -3,14 +3,15 @@ each given to `mpirun -np 2 megabatch train` the way a user would.
 
 Every case must end both ranks within CASE_DEADLINE_S with the right exit code (2 config,
 3 data), and both ranks' error lines must name the problem; nothing may crash or dump core.
-tests/data/test_data_errors.py checks more data messages in detail through `megabatch data
-check`; this suite goes through `train`, the command users actually run, and adds configs.
+tests/data/test_data_errors.py (py.data_errors) holds the other bad data files (missing,
+empty, not HDF5, missing datasets, wrong ranks, string dtypes, NaN/Inf, decreasing timestamps,
+too few samples, ...) under the same checks, through `megabatch data check`; this suite adds
+bad configs and the files it lacks, through `train`, the command users actually run.
 Usage: test_bad_inputs.py [BadConfigTest|BadDataTest]
 """
 import os
 import re
 import sys
-import time
 import unittest
 
 import h5py
@@ -20,9 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "data"))
 import faultkit  # noqa: E402
 from faultkit import mbtest  # noqa: E402
-from test_data_errors import samples_file, series_file  # noqa: E402
-
-CASE_DEADLINE_S = 10
+from test_data_errors import CASE_DEADLINE_S, samples_file  # noqa: E402
 
 # A config that trains the samples file below (the control case proves it works).
 SAMPLES = """run: {{dir: {run}, log_every: 1}}
@@ -46,6 +45,11 @@ train: {{global_batch: 16, max_steps: 2, threads: 1}}
 """
 
 
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
 class BadInputCase(mbtest.TempDirTestCase):
     """Runs one bad input under mpirun -np 2 and checks code, message, time, and crash signs."""
 
@@ -56,10 +60,7 @@ class BadInputCase(mbtest.TempDirTestCase):
 
     def train(self, config, overrides=(), command=None):
         cmd = command or faultkit.train_command(2, config, overrides)
-        start = time.monotonic()
-        r = mbtest._run(cmd, 120, faultkit.CHILD_ENV, self.tmp)
-        r.seconds = time.monotonic() - start
-        return r
+        return mbtest._run(cmd, 120, faultkit.CHILD_ENV, self.tmp)
 
     def assertRejected(self, r, code, *fragments):
         report = "%.1f s\n%r" % (r.seconds, r)
@@ -86,10 +87,6 @@ class BadConfigTest(BadInputCase):
     def bad(self, text):
         return self.write("bad.yaml", text)
 
-    def test_control_good_config_trains(self):
-        r = self.train(self.config())
-        self.assertEqual(r.returncode, 0, repr(r))
-
     def test_yaml_syntax_error(self):
         path = self.bad("train: {global_batch: 16\nmodel: [mlp\n")
         self.assertRejected(self.train(path), 2, path, "not valid YAML at line")
@@ -114,14 +111,14 @@ class BadConfigTest(BadInputCase):
         self.assertRejected(self.train(path), 2, path)
 
     def test_empty_config_file(self):
-        self.assertRejected(self.train(self.bad("")), 2, "run.dir")
+        self.assertRejected(self.train(self.bad("")), 2, "data.path is not set")
 
     def test_wrong_type(self):
-        text = open(self.config()).read().replace("global_batch: 16", "global_batch: sixteen")
+        text = read(self.config()).replace("global_batch: 16", "global_batch: sixteen")
         self.assertRejected(self.train(self.bad(text)), 2, "train.global_batch", "'sixteen'")
 
     def test_unknown_key_names_the_closest(self):
-        text = open(self.config()).read().replace("global_batch", "global_bach")
+        text = read(self.config()).replace("global_batch", "global_bach")
         self.assertRejected(self.train(self.bad(text)), 2, "unknown config key 'train.global_bach'",
                             "did you mean train.global_batch?")
 
@@ -129,18 +126,11 @@ class BadConfigTest(BadInputCase):
         self.assertRejected(self.train(self.config(), ["optim.lr=-1"]), 2, "optim.lr")
 
     def test_section_given_a_scalar(self):
-        text = open(self.config()).read() + "optim: 0.1\n"
+        text = read(self.config()) + "optim: 0.1\n"
         self.assertRejected(self.train(self.bad(text)), 2, "optim: expected a section with keys")
 
     def test_unknown_layout(self):
         self.assertRejected(self.train(self.config(), ["data.layout=rows"]), 2, "data.layout", "'rows'")
-
-    def test_override_without_value(self):
-        self.assertRejected(self.train(self.config(), ["train.max_steps"]), 2,
-                            "override 'train.max_steps' is not of the form key=value")
-
-    def test_zero_global_batch(self):
-        self.assertRejected(self.train(self.config(), ["train.global_batch=0"]), 2, "train.global_batch")
 
 
 class BadDataTest(BadInputCase):
@@ -152,56 +142,25 @@ class BadDataTest(BadInputCase):
         r = self.train(self.config())
         self.assertEqual(r.returncode, 0, repr(r))
 
-    def test_missing_file(self):
-        self.assertRejected(self.train(self.config()), 3, self.data() + ": no such file")
-
-    def test_empty_file(self):
-        open(self.data(), "w").close()
-        self.assertRejected(self.train(self.config()), 3, self.data() + ": not an HDF5 file")
-
-    def test_not_an_hdf5_file(self):
-        with open(self.data(), "w") as f:
-            f.write("time,price\n1,2\n")
-        self.assertRejected(self.train(self.config()), 3, self.data() + ": not an HDF5 file")
-
     def test_truncated_hdf5_file(self):
         samples_file(self.data(), n=2000)
         with open(self.data(), "r+b") as f:
             f.truncate(os.path.getsize(self.data()) // 2)
         self.assertRejected(self.train(self.config()), 3, self.data())
 
-    def test_missing_dataset(self):
-        with h5py.File(self.data(), "w") as f:
-            f["features"] = np.zeros((200, 2), "f4")
-            f["labels"] = np.zeros(200, "f4")
-        self.assertRejected(self.train(self.config()), 3, "dataset /targets is missing", "found: /features, /labels")
-
     def test_dataset_is_a_group(self):
         with h5py.File(self.data(), "w") as f:
             f.create_group("features")
             f["targets"] = np.zeros(200, "f4")
-        self.assertRejected(self.train(self.config()), 3, self.data(), "/features")
-
-    def test_features_of_wrong_rank(self):
-        samples_file(self.data(), features=np.zeros(200, "f4"))
-        self.assertRejected(self.train(self.config()), 3,
-                            "dataset /features: expected shape [N, T, F] or [N, F], found 1 dimension(s) [200]")
+        self.assertRejected(self.train(self.config()), 3, self.data() + ": dataset /features is a group, not a dataset")
 
     def test_targets_of_wrong_rank(self):
         samples_file(self.data(), targets=np.zeros((200, 2, 2), "f4"))
         self.assertRejected(self.train(self.config()), 3, "dataset /targets", "found 3 dimension(s)")
 
-    def test_rows_disagree(self):
-        samples_file(self.data(), features=np.zeros((200, 2), "f4"), targets=np.zeros(190, "f4"))
-        self.assertRejected(self.train(self.config()), 3, "dataset /targets: expected N = 200 rows", "found 190")
-
     def test_zero_rows(self):
         samples_file(self.data(), features=np.zeros((0, 2), "f4"), targets=np.zeros(0, "f4"))
-        self.assertRejected(self.train(self.config()), 3, self.data(), "/features")
-
-    def test_string_dtype(self):
-        samples_file(self.data(), features=np.array([["a", "b"]] * 200, dtype="S1"))
-        self.assertRejected(self.train(self.config()), 3, "dataset /features: expected a numeric dtype, found string")
+        self.assertRejected(self.train(self.config()), 3, self.data() + ": the file has no samples (N = 0)")
 
     def test_nan_value(self):
         x = np.ones((200, 3), "f4")
@@ -209,44 +168,14 @@ class BadDataTest(BadInputCase):
         samples_file(self.data(), features=x)
         self.assertRejected(self.train(self.config()), 3, "dataset /features: non-finite value (nan) at sample 57")
 
-    def test_inf_value(self):
-        y = np.zeros(200, "f4")
-        y[21] = np.inf
-        samples_file(self.data(), targets=y)
-        self.assertRejected(self.train(self.config()), 3, "dataset /targets: non-finite value (inf) at sample 21")
-
-    def test_non_monotonic_timestamps(self):
-        ts = np.arange(200, dtype="i8")
-        ts[140] = 5
-        samples_file(self.data(), timestamps=ts)
-        self.assertRejected(self.train(self.config()), 3, "dataset /timestamps: timestamps decrease at sample 140")
-
     def test_timestamps_of_wrong_length(self):
         samples_file(self.data(), timestamps=np.arange(150, dtype="i8"))
         self.assertRejected(self.train(self.config()), 3, "/timestamps", "150")
-
-    def test_too_few_samples(self):
-        samples_file(self.data(), n=40)
-        self.assertRejected(self.train(self.config(shards=64)), 3,
-                            "the train split has 32 samples, fewer than data.canonical_shards = 64")
 
     def test_fewer_canonical_shards_than_ranks(self):
         samples_file(self.data())
         self.assertRejected(self.train(self.config(shards=1)), 2,
                             "data.canonical_shards = 1 is smaller than the 2 ranks launched")
-
-    def test_series_stream_missing(self):
-        series_file(self.data())
-        config = self.config(SERIES).replace("name: h1", "name: h4")
-        self.assertRejected(self.train(self.write("config.yaml", open(config).read())), 3,
-                            "stream 'h4' of data.streams has no group /series/h4")
-
-    def test_tokens_outside_vocab(self):
-        with h5py.File(self.data(), "w") as f:
-            d = f.create_dataset("tokens", data=(np.arange(2000) % 60).astype("u2"))
-            d.attrs["vocab_size"] = 50
-        self.assertRejected(self.train(self.config(TOKENS)), 3,
-                            "dataset /tokens: token 50 at position 50 is outside [0, vocab_size = 50)")
 
     def test_file_readable_on_rank0_missing_on_rank1(self):
         # Rank 1 runs in its own mount namespace where the data directory is an empty tmpfs:
