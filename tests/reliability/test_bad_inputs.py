@@ -29,20 +29,6 @@ data: {{path: {path}, layout: samples, canonical_shards: {shards}}}
 model: {{kind: mlp, task: regression, hidden: 8}}
 train: {{global_batch: 16, max_steps: 2, eval_every: 0, threads: 1}}
 """
-SERIES = """run: {{dir: {run}}}
-data:
-  path: {path}
-  layout: series
-  streams: [{{name: m1, window: 10}}, {{name: h1, window: 2}}]
-  canonical_shards: 4
-model: {{kind: lstm, hidden: 8}}
-train: {{global_batch: 16, max_steps: 2, threads: 1}}
-"""
-TOKENS = """run: {{dir: {run}}}
-data: {{path: {path}, layout: tokens, context: 8, canonical_shards: 4}}
-model: {{kind: gpt, hidden: 16, layers: 1, heads: 2}}
-train: {{global_batch: 16, max_steps: 2, threads: 1}}
-"""
 
 
 def read(path):
@@ -76,7 +62,8 @@ class BadInputCase(mbtest.TempDirTestCase):
         self.assertLess(r.seconds, CASE_DEADLINE_S, report)
         self.assertFalse(faultkit.crash_signs(r.output), report)
         self.assertFalse([f for f in os.listdir(self.tmp) if f.startswith("core")], "core dump\n" + report)
-        print("%-60s exit %d in %.1f s" % (self.id().split(".")[-1], r.returncode, r.seconds))
+        first = re.search(r"\[r1/2\] \[app\] error: (.*)", r.output).group(1)
+        print("%s: exit %d in %.1f s: %s" % (self.id().split(".")[-1], r.returncode, r.seconds, first[:300]))
 
 
 class BadConfigTest(BadInputCase):
