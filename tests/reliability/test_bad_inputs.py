@@ -95,7 +95,7 @@ class BadConfigTest(BadInputCase):
         path = self.path("bad.yaml")
         with open(path, "wb") as f:
             f.write(bytes(range(256)) * 4)
-        self.assertRejected(self.train(path), 2, path)
+        self.assertRejected(self.train(path), 2, path + ": the config must be a YAML map of sections")
 
     def test_empty_config_file(self):
         self.assertRejected(self.train(self.bad("")), 2, "data.path is not set")

@@ -92,7 +92,8 @@ class FaultsTest(mbtest.TempDirTestCase):
         finally:
             faultkit.kill_job(proc, config)
         report = "ended %.1f s after the kill, exit %s\n%s" % (ended_after, proc.returncode, out[-5000:])
-        print("kill -9 of rank 2 at step >= %d of %d per epoch: %s" % (step, per_epoch, report[:60]))
+        print("kill -9 of rank 2 at step >= %d of %d per epoch: %s" % (step, per_epoch, report.splitlines()[0]))
+        print("\n".join(line for line in out.splitlines() if "noticed" in line or "error" in line))
         self.assertLess(step, per_epoch - 10, "the kill must land mid-epoch")
         self.assertNotEqual(proc.returncode, 0, report)
         self.assertLess(ended_after, KILL_DEADLINE_S, report)
@@ -105,6 +106,7 @@ class FaultsTest(mbtest.TempDirTestCase):
         self.assertEqual(newest, faultkit.step_files(run)[-1])
         r = self.train(4, config, overrides)
         self.assertIn("resuming from %s" % os.path.join(run, "checkpoints", newest), r.output)
+        print("re-run resumed from %s" % newest)
         self.assertSameTraining(reference, run, 120)
 
     # --- 3. a truncated and a bit-flipped checkpoint -------------------------------------------
