@@ -41,7 +41,11 @@ void assignTree(Config& config, const YAML::Node& node, const std::string& prefi
     if (!entry.first.IsScalar()) throw ConfigError(where + "config keys must be plain names");
     std::string key = prefix.empty() ? entry.first.Scalar() : prefix + "." + entry.first.Scalar();
     if (const ConfigField* field = findConfigField(key)) {
-      field->assign(config, entry.second);
+      try {
+        field->assign(config, entry.second);
+      } catch (const ConfigError& error) {
+        throw ConfigError(where + error.message(), error.hint());  // name the file, as for unknown keys
+      }
     } else if (isConfigSection(key)) {
       if (entry.second.IsNull()) continue;  // an empty section keeps its defaults
       if (!entry.second.IsMap())

@@ -102,7 +102,8 @@ class BadConfigTest(BadInputCase):
 
     def test_wrong_type(self):
         text = read(self.config()).replace("global_batch: 16", "global_batch: sixteen")
-        self.assertRejected(self.train(self.bad(text)), 2, "train.global_batch", "'sixteen'")
+        path = self.bad(text)
+        self.assertRejected(self.train(path), 2, path + ": train.global_batch: expected an integer, got 'sixteen'")
 
     def test_unknown_key_names_the_closest(self):
         text = read(self.config()).replace("global_batch", "global_bach")
