@@ -1,6 +1,8 @@
 // megabatch inspect FILE: describes a data file (layout, datasets, chunking, time range,
 // samples, attributes) or hands a checkpoint (a file with a /meta group) to inspectCheckpoint.
 #include <cstdio>
+#include <filesystem>
+#include <regex>
 
 #include "app/Cli.h"
 #include "common/Error.h"
@@ -16,6 +18,24 @@ int inspectCheckpoint(const std::string& path) {
   return 0;
 }
 
+// A checkpoint too damaged to open (truncated) has no /meta to recognise it by; its name and
+// place still say what it is, and its problem is a checkpoint problem (exit 4), not bad data.
+bool namedLikeCheckpoint(const std::string& path) {
+  static const std::regex name("step-[0-9]{8,}\\.h5|best\\.h5");
+  std::filesystem::path p(path);
+  return std::regex_match(p.filename().string(), name) ||
+         p.parent_path().filename() == "checkpoints";
+}
+
+bool isCheckpoint(const std::string& path) {
+  try {
+    return data::looksLikeCheckpoint(path);
+  } catch (const Error&) {
+    if (namedLikeCheckpoint(path)) return true;  // describeCheckpoint reports why it does not load
+    throw;
+  }
+}
+
 }  // namespace
 
 int runInspect(const ParsedArgs& args, dist::Runtime& runtime) {
@@ -23,7 +43,7 @@ int runInspect(const ParsedArgs& args, dist::Runtime& runtime) {
     throw ConfigError("megabatch inspect takes one FILE", "usage: megabatch inspect FILE");
   const std::string& path = args.positionals.front();
   if (runtime.rank() != 0) return 0;  // a description, not a collective job
-  if (data::looksLikeCheckpoint(path)) return inspectCheckpoint(path);
+  if (isCheckpoint(path)) return inspectCheckpoint(path);
   std::fputs(data::describeDataFile(path).c_str(), stdout);
   return 0;
 }

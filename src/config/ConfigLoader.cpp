@@ -1,5 +1,6 @@
 #include "config/ConfigLoader.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -40,7 +41,11 @@ void assignTree(Config& config, const YAML::Node& node, const std::string& prefi
     if (!entry.first.IsScalar()) throw ConfigError(where + "config keys must be plain names");
     std::string key = prefix.empty() ? entry.first.Scalar() : prefix + "." + entry.first.Scalar();
     if (const ConfigField* field = findConfigField(key)) {
-      field->assign(config, entry.second);
+      try {
+        field->assign(config, entry.second);
+      } catch (const ConfigError& error) {
+        throw ConfigError(where + error.message(), error.hint());  // name the file, as for unknown keys
+      }
     } else if (isConfigSection(key)) {
       if (entry.second.IsNull()) continue;  // an empty section keeps its defaults
       if (!entry.second.IsMap())
@@ -95,12 +100,20 @@ Config parseConfig(const std::string& yamlText, const std::string& sourceName,
 }
 
 Config loadConfigFile(const std::string& path, const std::vector<std::string>& overrides) {
+  // A directory opens like a file on Linux and reads as nothing: it would pass as an empty
+  // config and fail later with a misleading message.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError(
+        "cannot read config file '" + path + "': it is a directory",
+        "pass the YAML file, e.g. " + path + "/train.yaml; ready-made configs are in configs/");
   std::ifstream in(path);
   if (!in)
     throw ConfigError("cannot read config file '" + path + "'",
                       "check the path; ready-made configs are in configs/");
   std::stringstream text;
   text << in.rdbuf();
+  if (in.bad()) throw ConfigError("cannot read config file '" + path + "': read error");
   return parseConfig(text.str(), path, overrides);
 }
 

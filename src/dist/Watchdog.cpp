@@ -79,12 +79,25 @@ void Watchdog::run() {
     for (const auto& [id, entry] : open_) {
       double waited = std::chrono::duration<double>(now - entry.start).count();
       if (waited > timeoutSeconds_) {
-        std::string what = entry.what;
+        std::string what = entry.what + describeOthers(id, now);
         lock.unlock();
         fire(what, waited);
       }
     }
   }
+}
+
+// Scopes nest (a training step holds the collectives it waits for): the one that expires first
+// is often the outer one, so the message also names what else this rank is waiting for.
+std::string Watchdog::describeOthers(std::uint64_t expired, Clock::time_point now) const {
+  std::string text;
+  for (const auto& [id, entry] : open_) {
+    if (id == expired) continue;
+    double waited = std::chrono::duration<double>(now - entry.start).count();
+    text +=
+        fmt::format("{} {} ({:.1f} s)", text.empty() ? "; inside it:" : ",", entry.what, waited);
+  }
+  return text;
 }
 
 void Watchdog::fire(const std::string& what, double waited) {
@@ -93,7 +106,7 @@ void Watchdog::fire(const std::string& what, double waited) {
       "watchdog: rank {} has waited {:.1f} s for {} (dist.timeout_s = {:g}). A peer rank is "
       "probably dead or hung; ending this rank so that no rank waits forever. Re-run the same "
       "command to resume from the last checkpoint; if it recurs, see docs/operations.md "
-      "(\"When a run hangs\").",
+      "(\"When NCCL (or MPI) hangs\").",
       log::rank(), waited, what, timeoutSeconds_);
   runAbortHooksAndExit();
 }

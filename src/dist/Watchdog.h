@@ -61,6 +61,8 @@ class Watchdog {
   [[noreturn]] void runAbortHooksAndExit();
 
   using Clock = std::chrono::steady_clock;
+  // The other open scopes, for the timeout message; callers hold mutex_.
+  std::string describeOthers(std::uint64_t expired, Clock::time_point now) const;
   struct Open {
     std::string what;
     Clock::time_point start;

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -18,8 +20,8 @@
 
 #include <ATen/Functions.h>
 
-#include "common/Error.h"
 #include "common/Check.h"
+#include "common/Error.h"
 #include "common/Hdf5.h"
 #include "common/Log.h"
 #include "common/Strings.h"
@@ -44,6 +46,18 @@ void fsyncPath(const std::string& path, bool directory) {
 std::string parentOf(const std::string& path) {
   fs::path parent = fs::path(path).parent_path();
   return parent.empty() ? "." : parent.string();
+}
+
+// What to do about a failed write of `path` (errno `error`, 0 if unknown).
+std::string writeHint(const std::string& path, int error) {
+  const std::string dir = parentOf(path);
+  std::error_code ec;
+  auto space = fs::space(dir, ec);
+  if (error == ENOSPC || error == EDQUOT || (error == 0 && !ec && space.available < (64u << 20)))
+    return "the disk holding " + dir +
+           " is full: free space there (old runs, a smaller run.keep_last) or set "
+           "run.dir to a larger disk, then re-run the same command to resume";
+  return "check that " + dir + " is writable and has free space";
 }
 
 // Moves `tmp` over `path` and makes the rename durable.
@@ -170,8 +184,87 @@ void readMeta(hid_t file, CheckpointContent& c) {
   c.lr = h5::readDoubleAttribute(g.get(), "lr", kCode);
 }
 
-void writeContents(const std::string& path, const CheckpointContent& content) {
-  h5::Handle file = h5::createFile(path, /*latestFormat=*/true, kCode);
+// Note [Checkpoints are built in memory]
+// HDF5 1.10 cannot recover from a write error on disk (ENOSPC while flushing): the failed
+// H5Fclose frees the file but keeps its id, and HDF5's shutdown (at MPI_Finalize or exit)
+// closes it again and crashes. So the file is built in memory (core driver, no backing
+// store), and its finished image is written with plain POSIX calls whose errors we handle.
+// The image is taken at close through the file-image callbacks, not with H5Fget_file_image:
+// in HDF5 1.10 that clears the superblock's status flags without updating its checksum, so
+// the copy does not open. Rank 0 holds one extra copy of the checkpoint while it is written.
+struct FileImage {
+  std::unique_ptr<char, void (*)(void*)> data{nullptr, &std::free};
+  std::size_t capacity = 0;  // bytes allocated by the core driver
+  std::size_t size = 0;      // bytes of the file
+};
+
+// The core driver allocates the image through these; at close the buffer is kept, not freed.
+namespace image {
+void* allocate(std::size_t size, H5FD_file_image_op_t, void* udata) {
+  auto* out = static_cast<FileImage*>(udata);
+  out->data.reset(static_cast<char*>(std::malloc(size)));
+  out->capacity = out->data ? size : 0;
+  return out->data.get();
+}
+void* copy(void* dest, const void* src, std::size_t size, H5FD_file_image_op_t, void*) {
+  return std::memcpy(dest, src, size);
+}
+void* resize(void* ptr, std::size_t size, H5FD_file_image_op_t, void* udata) {
+  auto* out = static_cast<FileImage*>(udata);
+  void* grown = std::realloc(ptr, size);
+  if (grown == nullptr) return nullptr;  // ptr stays owned by out->data
+  out->data.release();
+  out->data.reset(static_cast<char*>(grown));
+  out->capacity = size;
+  return grown;
+}
+herr_t release(void* ptr, H5FD_file_image_op_t op, void* udata) {
+  auto* out = static_cast<FileImage*>(udata);
+  if (ptr == out->data.get() && op == H5FD_FILE_IMAGE_OP_FILE_CLOSE) return 0;  // the image we keep
+  if (ptr == out->data.get()) out->data.release();
+  std::free(ptr);
+  return 0;
+}
+void* shareUdata(void* udata) {
+  return udata;
+}
+herr_t keepUdata(void*) {
+  return 0;
+}
+}  // namespace image
+
+// The core driver's buffer grows in 16 MiB steps; the file itself ends at the "end of file
+// address" that the superblock records (version 2 and 3, HDF5 file format spec: signature,
+// version, offset size, length size, flags, then base, extension, and EOF addresses).
+std::size_t endOfFile(const FileImage& image) {
+  static const unsigned char kSignature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  const auto* bytes = reinterpret_cast<const unsigned char*>(image.data.get());
+  if (bytes == nullptr || image.capacity < 48 || std::memcmp(bytes, kSignature, 8) != 0 ||
+      bytes[8] < 2)
+    return 0;
+  const std::size_t offsetSize = bytes[9];
+  const std::size_t at = 12 + 2 * offsetSize;
+  if (offsetSize == 0 || offsetSize > 8 || at + offsetSize > image.capacity) return 0;
+  std::uint64_t eof = 0;
+  for (std::size_t i = 0; i < offsetSize; ++i)
+    eof |= std::uint64_t{bytes[at + i]} << (8 * i);
+  return static_cast<std::size_t>(eof);
+}
+
+FileImage buildImage(const std::string& path, const CheckpointContent& content) {
+  FileImage out;
+  h5::Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+  H5Pset_fapl_core(fapl.get(), std::size_t{16} << 20, /*backing_store=*/0);
+  H5FD_file_image_callbacks_t callbacks{
+      &image::allocate,  &image::copy, &image::resize, &image::release, &image::shareUdata,
+      &image::keepUdata, &out};
+  H5Pset_file_image_callbacks(fapl.get(), &callbacks);
+  h5::silenceLibraryErrors();
+  h5::Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+  if (!file.valid())
+    throw CheckpointError(path + ": cannot create the checkpoint in memory (" +
+                          detail::hdf5ErrorStack() + ")");
   writeMeta(file.get(), content);
   writeTrainerState(file.get(), content.trainer);
   writeNamed(file.get(), "model", content.model);
@@ -180,6 +273,36 @@ void writeContents(const std::string& path, const CheckpointContent& content) {
   if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0)
     throw CheckpointError(path + ": flushing the checkpoint failed (" + detail::hdf5ErrorStack() + ")");
   file.close(kCode, path);
+  out.size = endOfFile(out);
+  if (out.size == 0 || out.size > out.capacity)
+    throw CheckpointError(path + ": the checkpoint image built in memory is malformed");
+  return out;
+}
+
+// Writes `bytes` to a new file at `path` and fsyncs it; on failure removes it and throws with
+// errno's text.
+void writeBytes(const std::string& path, const char* bytes, std::size_t count) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw CheckpointError("cannot create " + path + ": " + std::strerror(errno),
+                          writeHint(path, errno));
+  std::size_t done = 0;
+  int error = 0;
+  while (done < count && error == 0) {
+    ssize_t n = ::write(fd, bytes + done, count - done);
+    if (n > 0)
+      done += static_cast<std::size_t>(n);
+    else if (n < 0 && errno != EINTR)
+      error = errno;
+  }
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error != 0) {
+    ::unlink(path.c_str());
+    throw CheckpointError("cannot write " + path + " (" + std::to_string(done) + " of " +
+                              std::to_string(count) + " bytes written): " + std::strerror(error),
+                          writeHint(path, error));
+  }
 }
 
 std::int64_t stepOfFile(const std::string& name) {
@@ -199,7 +322,8 @@ void writeFileAtomically(const std::string& path, const std::string& text) {
     out.flush();
     if (!out) {
       std::remove(tmp.c_str());
-      throw CheckpointError("cannot write " + tmp + " (disk full or not writable?)");
+      throw CheckpointError("cannot write " + tmp + " (disk full or not writable?)",
+                            writeHint(tmp, 0));
     }
   }
   try {
@@ -211,21 +335,20 @@ void writeFileAtomically(const std::string& path, const std::string& text) {
 }
 
 void writeCheckpointFile(const std::string& path, const CheckpointContent& content) {
-  std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
   std::string tmp = path + ".tmp";
   try {
-    writeContents(tmp, content);
+    FileImage image;
+    {
+      std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
+      image = buildImage(tmp, content);
+    }
+    writeBytes(tmp, image.data.get(), image.size);
     commitFile(tmp, path);
   } catch (const Error& error) {
     std::remove(tmp.c_str());
-    std::error_code ec;
-    auto space = fs::space(parentOf(path), ec);
-    std::string hint = !ec && space.available < (64u << 20)
-                           ? "the disk holding " + parentOf(path) + " is (nearly) full: free space or move run.dir"
-                           : "check that " + parentOf(path) + " is writable and has free space";
     throw CheckpointError("writing checkpoint " + path + " failed: " + error.message() +
                               ". The previous checkpoint is intact.",
-                          hint);
+                          error.hint().empty() ? writeHint(path, 0) : error.hint());
   }
 }
 
@@ -344,6 +467,26 @@ std::vector<std::string> CheckpointDirectory::stepFiles() const {
   std::vector<std::string> files;
   for (auto& [step, path] : found) files.push_back(path);
   return files;
+}
+
+std::vector<std::string> CheckpointDirectory::removeUnfinishedWrites() const {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    if (entry.path().extension() != ".tmp") continue;
+    std::error_code removeError;
+    fs::remove(entry.path(), removeError);
+    if (removeError) {
+      log::get("ckpt").warn("could not remove unfinished write {}: {}", entry.path().string(),
+                            removeError.message());
+      continue;
+    }
+    log::get("ckpt").warn(
+        "removed {}, left by a write that did not finish (a killed or crashed run)",
+        entry.path().string());
+    removed.push_back(entry.path().string());
+  }
+  return removed;
 }
 
 std::string CheckpointDirectory::readLatestName() const {

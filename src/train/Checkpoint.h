@@ -92,6 +92,10 @@ class CheckpointDirectory {
   std::string save(const CheckpointContent& content);
   void saveBest(const CheckpointContent& content);
 
+  // Deletes the *.tmp files of writes that never finished (a rank killed mid-write); they are
+  // never loaded, but each can be as large as a checkpoint. Returns their paths.
+  std::vector<std::string> removeUnfinishedWrites() const;
+
   // Step files present, newest first.
   std::vector<std::string> stepFiles() const;
   // The newest checkpoint that loads: `latest` first, then older step files, each failure

@@ -25,6 +25,7 @@
 #include "dist/Agreement.h"
 #include "dist/GradientReducer.h"
 #include "dist/Runtime.h"
+#include "dist/Watchdog.h"
 #include "model/Model.h"
 #include "model/StateDict.h"
 #include "train/CheckpointModel.h"
@@ -106,6 +107,7 @@ void Trainer::prepareRunDirectory() {
       throw ConfigError("cannot create run.dir '" + config_.run.dir + "': " + ec.message(),
                         "set run.dir to a writable directory");
     log::addFileSink((fs::path(config_.run.dir) / "train.log").string());
+    checkpoints_->removeUnfinishedWrites();
   });
 }
 
@@ -230,6 +232,8 @@ void Trainer::restoreFrom(std::optional<CheckpointContent>& resumed) {
 
 RunOutcome Trainer::run() {
   installStopSignalHandlers();  // again: MPI initialisation may have replaced them
+  // dist.timeout_s bounds every collective from here on (the watchdog's own default is 300 s).
+  dist::Watchdog::instance().setTimeout(config_.dist.timeoutS);
   setUpDevice();
   prepareRunDirectory();
   std::optional<CheckpointContent> resumed = findResumePoint();
@@ -264,7 +268,13 @@ RunOutcome Trainer::run() {
       epochStarted = true;
       epochMemoryStart_ = processMemoryBytes();
     }
-    StepResult step = trainStep();
+    StepResult step;
+    {
+      // A rank stuck outside any collective (a hung kernel, a deadlocked loader) ends itself too.
+      dist::Watchdog::Scope guard =
+          dist::Watchdog::instance().track("training step " + std::to_string(state_.step + 1));
+      step = trainStep();
+    }
     ++state_.step;
     ++state_.batchInEpoch;
     state_.samplesSeen += data_->globalCount(state_.batchInEpoch - 1);

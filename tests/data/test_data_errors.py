@@ -1,6 +1,8 @@
 """Bad input ends every rank with the right exit code and a message naming the file, the
 dataset, and the expected vs found value; no rank hangs (each run has a timeout). Every case
-runs `megabatch data check` under mpirun -np 2 and looks for the message on both ranks."""
+runs `megabatch data check` under mpirun -np 2 and looks for the message on both ranks, and
+(issue 9, fault 5) checks that the job ended within CASE_DEADLINE_S without a crash.
+tests/reliability/test_bad_inputs.py adds bad configs and more files, through `train`."""
 import os
 import sys
 import unittest
@@ -10,6 +12,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import mbtest  # noqa: E402
+
+# Every bad input ends the job within this many seconds (issue 9).
+CASE_DEADLINE_S = 10
 
 SAMPLES = """data: {{path: {path}, layout: samples, canonical_shards: {shards}}}
 train: {{global_batch: 16}}
@@ -54,6 +59,8 @@ class DataErrorsTest(mbtest.TempDirTestCase):
 
     def assertAllRanks(self, r, code, *fragments):
         self.assertExit(r, code, *fragments)
+        self.assertLess(r.seconds, CASE_DEADLINE_S, repr(r))
+        self.assertFalse(mbtest.crash_signs(r.output), repr(r))
         for rank in ("r0/2", "r1/2"):
             self.assertIn("[%s] [app] error" % rank, r.output, repr(r))
         # Each fragment appears on both ranks' error lines.
@@ -90,6 +97,8 @@ class DataErrorsTest(mbtest.TempDirTestCase):
         r = mbtest._run(cmd, 120, None, None)
         self.assertEqual(r.returncode, 3, repr(r))
         self.assertIn("rank 1 sees different content than rank 0", r.output)
+        self.assertLess(r.seconds, CASE_DEADLINE_S, repr(r))
+        self.assertFalse(mbtest.crash_signs(r.output), repr(r))
 
     # --- structure ---------------------------------------------------------------------
 

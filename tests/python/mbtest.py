@@ -6,6 +6,7 @@ MEGABATCH_SOURCE_DIR, MEGABATCH_MPIEXEC, and the OMPI_* variables that let mpiru
 import os
 import subprocess
 import tempfile
+import time
 import unittest
 
 BIN = os.environ.get("MEGABATCH_BIN", "megabatch")
@@ -15,19 +16,20 @@ PYTHON = os.environ.get("MB_PYTHON", "/usr/bin/python3")
 
 
 class Result:
-    def __init__(self, args, returncode, stdout, stderr):
+    def __init__(self, args, returncode, stdout, stderr, seconds=0.0):
         self.args = args
         self.returncode = returncode
         self.stdout = stdout
         self.stderr = stderr
+        self.seconds = seconds  # wall time of the command
 
     @property
     def output(self):
         return self.stdout + self.stderr
 
     def __repr__(self):
-        return "command: %s\nexit code: %s\n--- stdout ---\n%s\n--- stderr ---\n%s" % (
-            " ".join(self.args), self.returncode, self.stdout[-4000:], self.stderr[-4000:])
+        return "command: %s\nexit code: %s after %.1f s\n--- stdout ---\n%s\n--- stderr ---\n%s" % (
+            " ".join(self.args), self.returncode, self.seconds, self.stdout[-4000:], self.stderr[-4000:])
 
 
 def run(args, timeout=120, env=None, cwd=None):
@@ -46,9 +48,18 @@ def _run(cmd, timeout, env, cwd):
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
+    start = time.monotonic()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
                           env=full_env, cwd=cwd, universal_newlines=True)
-    return Result(cmd, proc.returncode, proc.stdout, proc.stderr)
+    return Result(cmd, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
+
+
+def crash_signs(output):
+    """Lines showing that a process crashed (a signal, a core dump, an uncaught exception, a
+    logger that failed) rather than exiting with an error of its own."""
+    patterns = ("core dumped", "Segmentation fault", "exited on signal", "terminate called",
+                "Aborted", "*** Process received signal", "LOG ERROR")
+    return [line for line in output.splitlines() if any(p in line for p in patterns)]
 
 
 def config_path(name):

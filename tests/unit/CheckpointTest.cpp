@@ -179,6 +179,23 @@ TEST_F(CheckpointFiles, KeepLastPrunesOldStepsAndKeepsBest) {
     EXPECT_EQ(entry.path().extension() == ".tmp", false) << entry.path();
 }
 
+TEST_F(CheckpointFiles, UnfinishedWritesOfAKilledRunAreRemoved) {
+  CheckpointDirectory checkpoints(dir_.string(), 3);
+  std::string good = checkpoints.save(content(2));
+  // What a rank killed in the middle of writing step 4 leaves: a partial file and a partial
+  // `latest`.
+  std::string partial = checkpoints.stepPath(4) + ".tmp";
+  fs::copy_file(good, partial);
+  fs::resize_file(partial, 100);
+  std::ofstream(checkpoints.path() + "/latest.tmp") << "step-000";
+  std::vector<std::string> removed = checkpoints.removeUnfinishedWrites();
+  EXPECT_EQ(removed.size(), 2u);
+  EXPECT_FALSE(fs::exists(partial));
+  EXPECT_FALSE(fs::exists(checkpoints.path() + "/latest.tmp"));
+  EXPECT_TRUE(fs::exists(good));
+  EXPECT_EQ(checkpoints.loadNewest()->second.trainer.step, 2);
+}
+
 TEST_F(CheckpointFiles, UnwritableDirectoryIsACheckpointError) {
   CheckpointContent c = content(1);
   EXPECT_THROW(writeCheckpointFile((dir_ / "missing" / "x.h5").string(), c), CheckpointError);

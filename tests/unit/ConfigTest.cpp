@@ -73,7 +73,7 @@ TEST(Config, UnknownOverrideKeySuggestsClosest) {
 
 TEST(Config, WrongTypeNamesKeyAndValue) {
   std::string message = configErrorOf([] { parseConfig("train: {global_batch: many}", "c.yaml"); });
-  EXPECT_TRUE(contains(message, "train.global_batch")) << message;
+  EXPECT_TRUE(contains(message, "c.yaml: train.global_batch")) << message;  // names the file
   EXPECT_TRUE(contains(message, "'many'")) << message;
   message = configErrorOf([] { parseConfig("optim: {name: adamx}", "c.yaml"); });
   EXPECT_TRUE(contains(message, "adamw|adam|sgd")) << message;
