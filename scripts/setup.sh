@@ -29,6 +29,7 @@ if [[ $want_tests == 1 ]]; then
     python3-torch                    # PyTorch reference for parity tests
     slurmctld slurmd slurm-client munge   # the real one-node SLURM test
     clang libclang-rt-14-dev llvm    # libFuzzer and sanitizers; llvm-symbolizer for their stacks
+    clang-format                     # the style test (.clang-format)
     iproute2 procps util-linux       # network namespaces, process checks, tmpfs mounts
   )
 fi

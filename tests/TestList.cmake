@@ -11,3 +11,17 @@ include(${CMAKE_CURRENT_SOURCE_DIR}/train/Tests.cmake OPTIONAL)
 include(${CMAKE_CURRENT_SOURCE_DIR}/reliability/Tests.cmake OPTIONAL)
 include(${CMAKE_CURRENT_SOURCE_DIR}/launch/Tests.cmake OPTIONAL)
 include(${CMAKE_CURRENT_SOURCE_DIR}/slurm/Tests.cmake OPTIONAL)
+
+# Style: every C++ file follows .clang-format (fails, never skips, without clang-format).
+file(GLOB_RECURSE MB_STYLE_FILES CONFIGURE_DEPENDS
+  ${PROJECT_SOURCE_DIR}/src/*.cpp ${PROJECT_SOURCE_DIR}/src/*.h ${PROJECT_SOURCE_DIR}/tests/*.cpp
+  ${PROJECT_SOURCE_DIR}/tests/*.h ${PROJECT_SOURCE_DIR}/bench/*.cpp)
+find_program(MB_CLANG_FORMAT clang-format)
+if(MB_CLANG_FORMAT)
+  add_test(NAME style.clang_format COMMAND ${MB_CLANG_FORMAT} --dry-run -Werror ${MB_STYLE_FILES})
+else()
+  add_test(NAME style.clang_format COMMAND ${CMAKE_COMMAND} -E echo
+           "clang-format not found: install it (scripts/setup.sh --tests) to check the code style")
+  set_tests_properties(style.clang_format PROPERTIES WILL_FAIL TRUE)
+endif()
+set_tests_properties(style.clang_format PROPERTIES LABELS style)

@@ -33,27 +33,35 @@ struct CommandSpec {
 
 const std::vector<CommandSpec>& commands() {
   static const std::vector<CommandSpec> table{
-      {"train", "megabatch train --config FILE [key=value ...]",
+      {"train",
+       "megabatch train --config FILE [key=value ...]",
        "train a model; re-running the same command resumes from the last checkpoint",
        {{"config", true, "YAML config (see configs/)"},
         {"print-config", false, "print the resolved config and exit"},
         {"help-config", false, "list every config key with its type and meaning"}},
-       true, runTrain},
-      {"eval", "megabatch eval --checkpoint CKPT [--data FILE] [--split val|test] [--out FILE.json]",
+       true,
+       runTrain},
+      {"eval",
+       "megabatch eval --checkpoint CKPT [--data FILE] [--split val|test] [--out FILE.json]",
        "loss and metrics of a checkpoint on the val or test split",
        {{"checkpoint", true, "checkpoint file or run directory"},
         {"data", true, "data file (default: the one the run trained on)"},
         {"split", true, "val or test (default val)"},
         {"out", true, "also write the metrics as JSON here"}},
-       true, runEval},
-      {"predict", "megabatch predict --checkpoint CKPT --data FILE --out FILE.h5 [--split all|train|val|test]",
+       true,
+       runEval},
+      {"predict",
+       "megabatch predict --checkpoint CKPT --data FILE --out FILE.h5 [--split all|train|val|test]",
        "write predictions to HDF5, aligned with the sample timestamps",
        {{"checkpoint", true, "checkpoint file or run directory"},
         {"data", true, "data file"},
         {"out", true, "output HDF5 file"},
         {"split", true, "all (default), train, val, or test"}},
-       true, runPredict},
-      {"sample", "megabatch sample --checkpoint CKPT --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-k K]",
+       true,
+       runPredict},
+      {"sample",
+       "megabatch sample --checkpoint CKPT --prompt TEXT [--max-new-tokens N] [--temperature T] "
+       "[--top-k K]",
        "generate text from a GPT checkpoint (greedy when temperature is 0)",
        {{"checkpoint", true, "checkpoint file or run directory"},
         {"prompt", true, "prompt text, e.g. \"12+34=\""},
@@ -63,9 +71,12 @@ const std::vector<CommandSpec>& commands() {
         {"seed", true, "sampling seed"},
         {"stop", true, "stop at this text (default: newline)"},
         {"no-kv-cache", false, "recompute the whole context every token (for checks)"}},
-       false, runSample},
-      {"data", "megabatch data synth-series|arith|text|check [options]",
-       "make datasets (synthetic series, arithmetic, text to tokens); check loads one under a config",
+       false,
+       runSample},
+      {"data",
+       "megabatch data synth-series|arith|text|check [options]",
+       "make datasets (synthetic series, arithmetic, text to tokens); check loads one under a "
+       "config",
        {{"out", true, "output HDF5 file"},
         {"in", true, "input text file (data text)"},
         {"rows", true, "synth-series: rows of the finest stream"},
@@ -82,16 +93,25 @@ const std::vector<CommandSpec>& commands() {
         {"problems", true, "arith: training problems"},
         {"heldout", true, "arith: held-out problems"},
         {"seed", true, "random seed"},
-        {"config", true, "check: YAML config whose data section to load (key=value overrides follow)"},
+        {"config", true,
+         "check: YAML config whose data section to load (key=value overrides follow)"},
         {"batches", true, "check: gather this many train batches and report the median time"},
         {"dump", true, "check: write the gathered batches to this HDF5 file (.rankR per rank)"},
         {"report", true, "check: write per-rank load statistics as JSON"}},
-       true, runData},
-      {"inspect", "megabatch inspect FILE", "describe a data file or a checkpoint", {}, true,
+       true,
+       runData},
+      {"inspect",
+       "megabatch inspect FILE",
+       "describe a data file or a checkpoint",
+       {},
+       true,
        runInspect},
-      {"plot", "megabatch plot RUN_DIR [--out FILE.png]",
+      {"plot",
+       "megabatch plot RUN_DIR [--out FILE.png]",
        "render loss, lr and throughput curves of a run to a PNG",
-       {{"out", true, "PNG path (default RUN_DIR/curves.png)"}}, true, runPlot},
+       {{"out", true, "PNG path (default RUN_DIR/curves.png)"}},
+       true,
+       runPlot},
   };
   return table;
 }
@@ -102,7 +122,8 @@ void printUsage(std::FILE* out) {
                "usage: megabatch COMMAND [options]\n"
                "       mpirun -np N megabatch train --config FILE [key=value ...]\n\ncommands:\n",
                MEGABATCH_VERSION, compat::torchVersion().c_str());
-  for (const auto& spec : commands()) std::fprintf(out, "  %-9s %s\n", spec.name.c_str(), spec.summary.c_str());
+  for (const auto& spec : commands())
+    std::fprintf(out, "  %-9s %s\n", spec.name.c_str(), spec.summary.c_str());
   std::fprintf(out,
                "\nmegabatch COMMAND --help shows a command's options.\n"
                "exit codes: 0 done, 1 failure, 2 bad command line or config, 3 bad data,\n"
@@ -159,7 +180,8 @@ ParsedArgs parseCommandLine(const CommandSpec& spec, int argc, char** argv, int 
       }
       if (option == nullptr) {
         std::vector<std::string> names;
-        for (const auto& candidate : spec.options) names.push_back(candidate.name);
+        for (const auto& candidate : spec.options)
+          names.push_back(candidate.name);
         std::string suggestion = closestOf(name, names);
         throw ConfigError("megabatch " + spec.name + ": unknown option --" + name,
                           suggestion.empty() ? "see megabatch " + spec.name + " --help"
@@ -171,7 +193,8 @@ ParsedArgs parseCommandLine(const CommandSpec& spec, int argc, char** argv, int 
         continue;
       }
       if (!inlineValue) {
-        if (i + 1 >= argc) throw ConfigError("option --" + name + " needs a value", "usage: " + spec.usage);
+        if (i + 1 >= argc)
+          throw ConfigError("option --" + name + " needs a value", "usage: " + spec.usage);
         value = argv[++i];
       }
       args.values[name] = value;
@@ -241,11 +264,13 @@ int main(int argc, char** argv) {
   const CommandSpec* spec = findCommand(name);
   if (spec == nullptr) {
     std::vector<std::string> names;
-    for (const auto& candidate : commands()) names.push_back(candidate.name);
+    for (const auto& candidate : commands())
+      names.push_back(candidate.name);
     std::string suggestion = closestOf(name, names);
     return reportError(ConfigError("unknown command '" + name + "'",
-                                   suggestion.empty() ? "run megabatch --help"
-                                                      : "did you mean megabatch " + suggestion + "?"));
+                                   suggestion.empty()
+                                       ? "run megabatch --help"
+                                       : "did you mean megabatch " + suggestion + "?"));
   }
   for (int i = 2; i < argc; ++i) {
     std::string token = argv[i];

@@ -34,12 +34,14 @@ c10::Device evalDevice(const Config& config, dist::Runtime& runtime) {
 }
 
 // The data must have the shape the model was trained on (features, windows, targets).
-void requireSameShape(const data::DataInfo& now, const std::string& trainedYaml, const std::string& path) {
+void requireSameShape(const data::DataInfo& now, const std::string& trainedYaml,
+                      const std::string& path) {
   data::DataInfo trained = data::modelSpecFromYaml(trainedYaml);
   trained.hasTimestamps = now.hasTimestamps;
   if (data::modelSpecToYaml(now) != data::modelSpecToYaml(trained))
     throw DataError(path + " does not have the shape the model was trained on:\n  trained on: " +
-                        data::modelSpecToYaml(trained) + "\n  this file:  " + data::modelSpecToYaml(now),
+                        data::modelSpecToYaml(trained) +
+                        "\n  this file:  " + data::modelSpecToYaml(now),
                     "evaluate on data with the same streams, windows, features and targets");
 }
 
@@ -47,7 +49,8 @@ void requireSameShape(const data::DataInfo& now, const std::string& trainedYaml,
 
 int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
   if (!args.has("checkpoint"))
-    throw ConfigError("megabatch eval needs --checkpoint CKPT (a checkpoint file or a run directory)");
+    throw ConfigError(
+        "megabatch eval needs --checkpoint CKPT (a checkpoint file or a run directory)");
   const data::Split split = parseSplit(args.get("split", "val"));
   train::TrainedModel run;
   dist::agreed(runtime.control(), "loading the checkpoint",
@@ -58,9 +61,11 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
   config.data.canonicalShards = runtime.size();
   const c10::Device device = evalDevice(config, runtime);
   run.model->to(device);
-  std::unique_ptr<data::ShardedData> data = data::ShardedData::load(config, runtime.control(), device);
-  dist::agreed(runtime.control(), "checking the data against the model",
-               [&] { requireSameShape(data->info(), run.checkpoint.dataInfoYaml, config.data.path); });
+  std::unique_ptr<data::ShardedData> data =
+      data::ShardedData::load(config, runtime.control(), device);
+  dist::agreed(runtime.control(), "checking the data against the model", [&] {
+    requireSameShape(data->info(), run.checkpoint.dataInfoYaml, config.data.path);
+  });
 
   train::EvalOptions options;
   options.microBatch = config.train.microBatch > 0 ? config.train.microBatch : 256;
@@ -77,25 +82,29 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
 
   const std::string prefix = std::string(data::toString(split)) + "_";
   std::printf("checkpoint %s (step %lld) on %s, %s split (%lld samples):\n", run.path.c_str(),
-              static_cast<long long>(run.checkpoint.trainer.step), config.data.path.c_str(), data::toString(split),
-              static_cast<long long>(metrics[prefix + "samples"]));
+              static_cast<long long>(run.checkpoint.trainer.step), config.data.path.c_str(),
+              data::toString(split), static_cast<long long>(metrics[prefix + "samples"]));
   train::JsonRecord record;
-  record.add("checkpoint", run.path).add("step", run.checkpoint.trainer.step).add("data", config.data.path);
+  record.add("checkpoint", run.path)
+      .add("step", run.checkpoint.trainer.step)
+      .add("data", config.data.path);
   record.add("split", data::toString(split));
   for (const auto& [name, value] : metrics) {
     std::printf("  %-22s %.6g\n", name.c_str(), value);
     record.add(name, value);
   }
   if (exact) {
-    std::printf("  exact match on %lld held-out problems: %.2f%%\n", static_cast<long long>(exact->overall.total),
-                100.0 * exact->overall.accuracy());
-    record.add("exact_match", exact->overall.accuracy()).add("heldout_problems", exact->overall.total);
+    std::printf("  exact match on %lld held-out problems: %.2f%%\n",
+                static_cast<long long>(exact->overall.total), 100.0 * exact->overall.accuracy());
+    record.add("exact_match", exact->overall.accuracy())
+        .add("heldout_problems", exact->overall.total);
     for (const auto& [op, count] : exact->perOperation) {
       std::printf("    %s  %.2f%%  (%lld/%lld)\n", op.c_str(), 100.0 * count.accuracy(),
                   static_cast<long long>(count.correct), static_cast<long long>(count.total));
       record.add("exact_match_" + op, count.accuracy());
     }
-    for (const auto& mistake : exact->mistakes) std::printf("    e.g. %s\n", mistake.c_str());
+    for (const auto& mistake : exact->mistakes)
+      std::printf("    e.g. %s\n", mistake.c_str());
   }
   if (args.has("out")) {
     std::ofstream out(args.get("out"));

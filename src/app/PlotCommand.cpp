@@ -75,7 +75,8 @@ int runProcess(const std::vector<std::string>& args) {
   if (pid < 0) throw RuntimeError("plot: cannot start " + args[0]);
   if (pid == 0) {
     std::vector<char*> argv;
-    for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+    for (const auto& arg : args)
+      argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);
     execvp(argv[0], argv.data());
     std::fprintf(stderr, "cannot run %s\n", argv[0]);
@@ -90,7 +91,8 @@ int runProcess(const std::vector<std::string>& args) {
 
 int runPlot(const ParsedArgs& args, dist::Runtime& runtime) {
   if (args.positionals.size() != 1)
-    throw ConfigError("megabatch plot needs one RUN_DIR", "usage: megabatch plot RUN_DIR [--out FILE.png]");
+    throw ConfigError("megabatch plot needs one RUN_DIR",
+                      "usage: megabatch plot RUN_DIR [--out FILE.png]");
   if (runtime.rank() != 0) return 0;
   fs::path runDir = args.positionals[0];
   fs::path metrics = runDir / "metrics.jsonl";
@@ -100,8 +102,11 @@ int runPlot(const ParsedArgs& args, dist::Runtime& runtime) {
   int status = runProcess({pythonInterpreter(), "-c", kPlotScript, metrics.string(), out,
                            "megabatch run " + fs::absolute(runDir).filename().string()});
   if (status == 3)
-    throw RuntimeError("megabatch plot needs matplotlib", "apt-get install python3-matplotlib (scripts/setup.sh does)");
-  if (status != 0) throw RuntimeError("megabatch plot: rendering " + out + " failed (exit " + std::to_string(status) + ")");
+    throw RuntimeError("megabatch plot needs matplotlib",
+                       "apt-get install python3-matplotlib (scripts/setup.sh does)");
+  if (status != 0)
+    throw RuntimeError("megabatch plot: rendering " + out + " failed (exit " +
+                       std::to_string(status) + ")");
   log::get("app").info("wrote {}", out);
   return 0;
 }

@@ -38,12 +38,13 @@ struct Predictions {
   std::vector<at::Tensor> outputs, indices, targets;
 };
 
-void predictSplit(model::Model& model, data::ShardedData& data, data::Split split, std::int64_t batchSize,
-                  Predictions& out) {
+void predictSplit(model::Model& model, data::ShardedData& data, data::Split split,
+                  std::int64_t batchSize, Predictions& out) {
   at::NoGradGuard noGrad;
   const std::int64_t count = data.evalCount(split);
   for (std::int64_t begin = 0; begin < count; begin += batchSize) {
-    data::Batch batch = data.evalBatch(split, begin, std::min(count, begin + batchSize), at::kFloat);
+    data::Batch batch =
+        data.evalBatch(split, begin, std::min(count, begin + batchSize), at::kFloat);
     out.outputs.push_back(model.forward(batch).to(at::kCPU, at::kFloat));
     out.indices.push_back(batch.sampleIndex.to(at::kCPU));
     out.targets.push_back(batch.targets.to(at::kCPU));
@@ -54,13 +55,15 @@ at::Tensor timestampsOf(const Config& config, const at::Tensor& sampleIndex) {
   std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
   h5::Handle file = h5::openFile(config.data.path, false, ExitCode::kData);
   if (!h5::isDataset(file.get(), config.data.names.timestamps)) return {};
-  at::Tensor all = h5::readTensor(file.get(), config.data.names.timestamps, ExitCode::kData, at::kLong);
+  at::Tensor all =
+      h5::readTensor(file.get(), config.data.names.timestamps, ExitCode::kData, at::kLong);
   return all.index_select(0, sampleIndex);
 }
 
 void writePredictions(const std::string& path, const train::TrainedModel& run, const Config& config,
                       const std::string& split, const Predictions& p) {
-  at::Tensor outputs = at::cat(p.outputs), indices = at::cat(p.indices), targets = at::cat(p.targets);
+  at::Tensor outputs = at::cat(p.outputs), indices = at::cat(p.indices),
+             targets = at::cat(p.targets);
   std::string tmp = path + ".tmp";
   {
     std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
@@ -101,13 +104,16 @@ int runPredict(const ParsedArgs& args, dist::Runtime& runtime) {
   config.data.canonicalShards = 1;
   config.data.residency = Residency::kHost;  // the train split in time order must be resident
   dist::SingleCommunicator self;
-  std::unique_ptr<data::ShardedData> data = data::ShardedData::load(config, self, c10::Device(c10::kCPU));
+  std::unique_ptr<data::ShardedData> data =
+      data::ShardedData::load(config, self, c10::Device(c10::kCPU));
   Predictions predictions;
   const std::int64_t batchSize = config.train.microBatch > 0 ? config.train.microBatch : 512;
-  for (data::Split split : splits) predictSplit(*run.model, *data, split, batchSize, predictions);
+  for (data::Split split : splits)
+    predictSplit(*run.model, *data, split, batchSize, predictions);
   writePredictions(args.get("out"), run, config, splitName, predictions);
   std::int64_t rows = 0;
-  for (const auto& t : predictions.indices) rows += t.size(0);
+  for (const auto& t : predictions.indices)
+    rows += t.size(0);
   log::get("app").info("wrote {} predictions ({} split) to {}", rows, splitName, args.get("out"));
   return 0;
 }

@@ -20,7 +20,8 @@ int runSample(const ParsedArgs& args, dist::Runtime& runtime) {
   if (runtime.rank() != 0) return 0;  // generation is a single-process job
   train::TrainedModel run = train::loadTrainedModel(args.get("checkpoint"), {});
   if (run.config.model.kind != ModelKind::kGpt)
-    throw ConfigError(run.path + " holds a " + run.model->kind() + " model; megabatch sample needs model.kind = gpt");
+    throw ConfigError(run.path + " holds a " + run.model->kind() +
+                      " model; megabatch sample needs model.kind = gpt");
   model::SamplingOptions options;
   options.maxNewTokens = args.getInt("max-new-tokens", 32);
   options.temperature = args.getDouble("temperature", 0.0);

@@ -27,7 +27,8 @@ int runTrain(const ParsedArgs& args, dist::Runtime& runtime) {
     return 0;
   }
   if (!args.has("config"))
-    throw ConfigError("megabatch train needs --config FILE", "e.g. megabatch train --config configs/demo.yaml");
+    throw ConfigError("megabatch train needs --config FILE",
+                      "e.g. megabatch train --config configs/demo.yaml");
   Config config;
   // Every rank reads the config; a file missing on one node stops all ranks with its message.
   dist::agreed(runtime.control(), "reading the config",

@@ -1,4 +1,6 @@
 // megabatch: distributed trainer for time-ordered data. See README.md and docs/.
 #include "app/Cli.h"
 
-int main(int argc, char** argv) { return mb::app::main(argc, argv); }
+int main(int argc, char** argv) {
+  return mb::app::main(argc, argv);
+}

@@ -9,17 +9,17 @@
 
 namespace mb::detail {
 
-static std::string describe(const char* library, const char* expression, const char* file,
-                            int line, const std::string& libraryMessage) {
+static std::string describe(const char* library, const char* expression, const char* file, int line,
+                            const std::string& libraryMessage) {
   std::ostringstream text;
-  text << library << " call failed on rank " << log::rank() << ": " << expression << " at "
-       << file << ":" << line;
+  text << library << " call failed on rank " << log::rank() << ": " << expression << " at " << file
+       << ":" << line;
   if (!libraryMessage.empty()) text << ": " << libraryMessage;
   return text.str();
 }
 
-void throwCheckFailure(ExitCode code, const char* library, const char* expression,
-                       const char* file, int line, const std::string& libraryMessage) {
+void throwCheckFailure(ExitCode code, const char* library, const char* expression, const char* file,
+                       int line, const std::string& libraryMessage) {
   throw makeError(code, describe(library, expression, file, line, libraryMessage));
 }
 

@@ -21,75 +21,74 @@ std::string hdf5ErrorStack();
 }  // namespace mb::detail
 
 // Plain invariant check with a typed error: MB_CHECK(n > 0, DataError, "file has no rows").
-#define MB_CHECK(cond, ErrorType, ...)     \
-  do {                                     \
+#define MB_CHECK(cond, ErrorType, ...)         \
+  do {                                         \
     if (!(cond)) throw ErrorType(__VA_ARGS__); \
   } while (0)
 
-#define MB_MPI_CHECK(expr)                                                                \
-  do {                                                                                    \
-    int mbStatus_ = (expr);                                                               \
-    if (mbStatus_ != MPI_SUCCESS) {                                                       \
-      char mbText_[MPI_MAX_ERROR_STRING];                                                 \
-      int mbLen_ = 0;                                                                     \
-      MPI_Error_string(mbStatus_, mbText_, &mbLen_);                                      \
+#define MB_MPI_CHECK(expr)                                                                        \
+  do {                                                                                            \
+    int mbStatus_ = (expr);                                                                       \
+    if (mbStatus_ != MPI_SUCCESS) {                                                               \
+      char mbText_[MPI_MAX_ERROR_STRING];                                                         \
+      int mbLen_ = 0;                                                                             \
+      MPI_Error_string(mbStatus_, mbText_, &mbLen_);                                              \
       ::mb::detail::throwCheckFailure(::mb::ExitCode::kFailure, "MPI", #expr, __FILE__, __LINE__, \
-                                      std::string(mbText_, mbLen_));                      \
-    }                                                                                     \
+                                      std::string(mbText_, mbLen_));                              \
+    }                                                                                             \
   } while (0)
 
 // HDF5 calls return a negative hid_t/herr_t on failure; the error stack says why.
-#define MB_HDF5_CHECK(expr, exitCode)                                                     \
-  ([&]() {                                                                                \
-    auto mbResult_ = (expr);                                                              \
-    if (mbResult_ < 0)                                                                    \
-      ::mb::detail::throwCheckFailure(exitCode, "HDF5", #expr, __FILE__, __LINE__,        \
-                                      ::mb::detail::hdf5ErrorStack());                    \
-    return mbResult_;                                                                     \
+#define MB_HDF5_CHECK(expr, exitCode)                                              \
+  ([&]() {                                                                         \
+    auto mbResult_ = (expr);                                                       \
+    if (mbResult_ < 0)                                                             \
+      ::mb::detail::throwCheckFailure(exitCode, "HDF5", #expr, __FILE__, __LINE__, \
+                                      ::mb::detail::hdf5ErrorStack());             \
+    return mbResult_;                                                              \
   }())
 
-#define MB_CUDA_CHECK(expr)                                                               \
-  do {                                                                                    \
-    cudaError_t mbStatus_ = (expr);                                                       \
-    if (mbStatus_ != cudaSuccess)                                                         \
-      ::mb::detail::throwCheckFailure(::mb::ExitCode::kFailure, "CUDA", #expr, __FILE__,  \
-                                      __LINE__, cudaGetErrorString(mbStatus_));           \
+#define MB_CUDA_CHECK(expr)                                                                        \
+  do {                                                                                             \
+    cudaError_t mbStatus_ = (expr);                                                                \
+    if (mbStatus_ != cudaSuccess)                                                                  \
+      ::mb::detail::throwCheckFailure(::mb::ExitCode::kFailure, "CUDA", #expr, __FILE__, __LINE__, \
+                                      cudaGetErrorString(mbStatus_));                              \
   } while (0)
 
 #define MB_NCCL_CHECK(expr)                                                               \
   do {                                                                                    \
     ncclResult_t mbStatus_ = (expr);                                                      \
     if (mbStatus_ != ncclSuccess && mbStatus_ != ncclInProgress)                          \
-      ::mb::detail::throwCheckFailure(::mb::ExitCode::kFailure, "NCCL", #expr, __FILE__,  \
-                                      __LINE__,                                           \
-                                      std::string(ncclGetErrorString(mbStatus_)) + ": " + \
-                                          ncclGetLastError(nullptr));                     \
+      ::mb::detail::throwCheckFailure(                                                    \
+          ::mb::ExitCode::kFailure, "NCCL", #expr, __FILE__, __LINE__,                    \
+          std::string(ncclGetErrorString(mbStatus_)) + ": " + ncclGetLastError(nullptr)); \
   } while (0)
 
-#define MB_CUDA_CHECK_ABORT(expr)                                                          \
-  do {                                                                                     \
-    cudaError_t mbStatus_ = (expr);                                                        \
-    if (mbStatus_ != cudaSuccess)                                                          \
-      ::mb::detail::abortCheckFailure("CUDA", #expr, __FILE__, __LINE__,                   \
-                                      cudaGetErrorString(mbStatus_));                      \
+#define MB_CUDA_CHECK_ABORT(expr)                                        \
+  do {                                                                   \
+    cudaError_t mbStatus_ = (expr);                                      \
+    if (mbStatus_ != cudaSuccess)                                        \
+      ::mb::detail::abortCheckFailure("CUDA", #expr, __FILE__, __LINE__, \
+                                      cudaGetErrorString(mbStatus_));    \
   } while (0)
 
-#define MB_NCCL_CHECK_ABORT(expr)                                                          \
-  do {                                                                                     \
-    ncclResult_t mbStatus_ = (expr);                                                       \
-    if (mbStatus_ != ncclSuccess && mbStatus_ != ncclInProgress)                           \
-      ::mb::detail::abortCheckFailure("NCCL", #expr, __FILE__, __LINE__,                   \
-                                      ncclGetErrorString(mbStatus_));                      \
+#define MB_NCCL_CHECK_ABORT(expr)                                        \
+  do {                                                                   \
+    ncclResult_t mbStatus_ = (expr);                                     \
+    if (mbStatus_ != ncclSuccess && mbStatus_ != ncclInProgress)         \
+      ::mb::detail::abortCheckFailure("NCCL", #expr, __FILE__, __LINE__, \
+                                      ncclGetErrorString(mbStatus_));    \
   } while (0)
 
-#define MB_MPI_CHECK_ABORT(expr)                                                           \
-  do {                                                                                     \
-    int mbStatus_ = (expr);                                                                \
-    if (mbStatus_ != MPI_SUCCESS) {                                                        \
-      char mbText_[MPI_MAX_ERROR_STRING];                                                  \
-      int mbLen_ = 0;                                                                      \
-      MPI_Error_string(mbStatus_, mbText_, &mbLen_);                                       \
-      ::mb::detail::abortCheckFailure("MPI", #expr, __FILE__, __LINE__,                    \
-                                      std::string(mbText_, mbLen_));                       \
-    }                                                                                      \
+#define MB_MPI_CHECK_ABORT(expr)                                        \
+  do {                                                                  \
+    int mbStatus_ = (expr);                                             \
+    if (mbStatus_ != MPI_SUCCESS) {                                     \
+      char mbText_[MPI_MAX_ERROR_STRING];                               \
+      int mbLen_ = 0;                                                   \
+      MPI_Error_string(mbStatus_, mbText_, &mbLen_);                    \
+      ::mb::detail::abortCheckFailure("MPI", #expr, __FILE__, __LINE__, \
+                                      std::string(mbText_, mbLen_));    \
+    }                                                                   \
   } while (0)

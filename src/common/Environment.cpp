@@ -29,8 +29,8 @@ static std::optional<long> firstInt(std::initializer_list<const char*> names) {
 bool launchedByMpiLauncher() {
   // SLURM_STEP_ID alone is not enough (an sbatch script itself has no step); srun sets
   // SLURM_STEPID and SLURM_PROCID for each task it starts.
-  return get("OMPI_COMM_WORLD_SIZE") || get("PMIX_RANK") || get("PMI_RANK") ||
-         get("PMI_SIZE") || (get("SLURM_STEPID") && get("SLURM_PROCID") && get("SLURM_NTASKS"));
+  return get("OMPI_COMM_WORLD_SIZE") || get("PMIX_RANK") || get("PMI_RANK") || get("PMI_SIZE") ||
+         (get("SLURM_STEPID") && get("SLURM_PROCID") && get("SLURM_NTASKS"));
 }
 
 int launcherRank() {

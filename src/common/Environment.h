@@ -12,8 +12,8 @@ std::optional<long> getInt(const char* name);
 // True when a launcher started this process as one of several (or as an MPI singleton that
 // asked for MPI): Open MPI, PMIx, PMI (MPICH/Hydra), or srun.
 bool launchedByMpiLauncher();
-int launcherRank();        // 0 when not launched by a launcher
-int launcherWorldSize();   // 1 when not launched by a launcher
+int launcherRank();       // 0 when not launched by a launcher
+int launcherWorldSize();  // 1 when not launched by a launcher
 // Rank within the node, from OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, or SLURM_LOCALID.
 std::optional<int> launcherLocalRank();
 

@@ -68,7 +68,9 @@ std::recursive_mutex& libraryMutex() {
   return mutex;
 }
 
-void silenceLibraryErrors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+void silenceLibraryErrors() {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
 
 Handle& Handle::operator=(Handle&& other) noexcept {
   if (this != &other) {
@@ -98,7 +100,8 @@ Handle openFile(const std::string& path, bool writable, ExitCode code, hid_t fap
   silenceLibraryErrors();
   if (!fileExists(path)) throw makeError(code, path + ": no such file", "check the path");
   if (!isHdf5File(path))
-    throw makeError(code, path + ": not an HDF5 file (it may be empty, truncated, or another format)",
+    throw makeError(code,
+                    path + ": not an HDF5 file (it may be empty, truncated, or another format)",
                     "write data files with h5py or `megabatch data`; see docs/data-format.md");
   hid_t file = H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, fapl);
   if (file < 0) fail(code, path + ": cannot open HDF5 file");
@@ -110,7 +113,9 @@ Handle createFile(const std::string& path, bool latestFormat, ExitCode code) {
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   if (latestFormat) H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
   hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
-  if (file < 0) fail(code, path + ": cannot create HDF5 file", "check that the directory exists and is writable");
+  if (file < 0)
+    fail(code, path + ": cannot create HDF5 file",
+         "check that the directory exists and is writable");
   return Handle(file, H5Fclose);
 }
 
@@ -138,8 +143,12 @@ bool exists(hid_t loc, const std::string& path) {
   return !prefix.empty();
 }
 
-bool isGroup(hid_t loc, const std::string& path) { return objectType(loc, path) == H5I_GROUP; }
-bool isDataset(hid_t loc, const std::string& path) { return objectType(loc, path) == H5I_DATASET; }
+bool isGroup(hid_t loc, const std::string& path) {
+  return objectType(loc, path) == H5I_GROUP;
+}
+bool isDataset(hid_t loc, const std::string& path) {
+  return objectType(loc, path) == H5I_DATASET;
+}
 
 Handle openGroup(hid_t loc, const std::string& path, ExitCode code) {
   hid_t group = H5Gopen2(loc, path.c_str(), H5P_DEFAULT);
@@ -238,7 +247,8 @@ DatasetInfo describe(hid_t dataset) {
   for (int i = 0; i < filters; ++i) {
     unsigned flags = 0, config = 0;
     size_t elements = 0;
-    H5Z_filter_t filter = H5Pget_filter2(plist.get(), i, &flags, &elements, nullptr, 0, nullptr, &config);
+    H5Z_filter_t filter =
+        H5Pget_filter2(plist.get(), i, &flags, &elements, nullptr, 0, nullptr, &config);
     if (filter == H5Z_FILTER_DEFLATE) info.gzip = true;
     if (filter == H5Z_FILTER_FLETCHER32) info.fletcher32 = true;
   }
@@ -309,11 +319,14 @@ void writeTensor(hid_t loc, const std::string& name, const at::Tensor& tensor,
     H5Pset_layout(dcpl.get(), H5D_COMPACT);
   } else if (filtered) {
     std::vector<hsize_t> chunk = dims;
-    for (auto& d : chunk) d = std::max<hsize_t>(d, 1);
+    for (auto& d : chunk)
+      d = std::max<hsize_t>(d, 1);
     hsize_t rowBytes = data.element_size();
-    for (std::size_t i = 1; i < chunk.size(); ++i) rowBytes *= chunk[i];
-    hsize_t rows = options.chunkRows > 0 ? static_cast<hsize_t>(options.chunkRows)
-                                         : std::max<hsize_t>(1, (hsize_t{1} << 20) / std::max<hsize_t>(rowBytes, 1));
+    for (std::size_t i = 1; i < chunk.size(); ++i)
+      rowBytes *= chunk[i];
+    hsize_t rows = options.chunkRows > 0
+                       ? static_cast<hsize_t>(options.chunkRows)
+                       : std::max<hsize_t>(1, (hsize_t{1} << 20) / std::max<hsize_t>(rowBytes, 1));
     chunk[0] = std::min(chunk[0], rows);
     H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
     if (options.gzipLevel > 0) {
@@ -323,8 +336,9 @@ void writeTensor(hid_t loc, const std::string& name, const at::Tensor& tensor,
     if (options.fletcher32) H5Pset_fletcher32(dcpl.get());
   }
   hid_t type = memoryType(data.scalar_type());
-  Handle dataset(H5Dcreate2(loc, name.c_str(), type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-                 H5Dclose);
+  Handle dataset(
+      H5Dcreate2(loc, name.c_str(), type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+      H5Dclose);
   if (!dataset.valid()) fail(code, fileNameOf(loc) + ": cannot create dataset " + name);
   if (data.numel() > 0 &&
       H5Dwrite(dataset.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data_ptr()) < 0)
@@ -337,7 +351,8 @@ at::Tensor readTensor(hid_t loc, const std::string& name, ExitCode code, at::Sca
   DatasetInfo info = describe(dataset.get());
   std::string what = fileNameOf(loc) + ": dataset /" + name;
   at::ScalarType type = as == at::ScalarType::Undefined ? naturalScalarType(info, code, what) : as;
-  if (info.typeClass != H5T_FLOAT && info.typeClass != H5T_INTEGER) naturalScalarType(info, code, what);
+  if (info.typeClass != H5T_FLOAT && info.typeClass != H5T_INTEGER)
+    naturalScalarType(info, code, what);
   at::Tensor out = at::empty(info.dims, at::TensorOptions().dtype(type));
   if (out.numel() > 0 &&
       H5Dread(dataset.get(), memoryType(type), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data_ptr()) < 0)
@@ -376,7 +391,8 @@ void readRowsInto(hid_t dataset, std::int64_t begin, std::int64_t end, at::Tenso
     H5Sselect_none(fileSpace.get());
     H5Sselect_none(memSpace.get());
   } else {
-    H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+    H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
+                        nullptr);
   }
   if (H5Dread(dataset, memoryType(out.scalar_type()), memSpace.get(), fileSpace.get(), transfer,
               out.numel() > 0 ? out.data_ptr() : nullptr) < 0)
@@ -388,10 +404,12 @@ void readRowsInto(hid_t dataset, std::int64_t begin, std::int64_t end, at::Tenso
 
 namespace {
 
-void writeAttributeRaw(hid_t object, const std::string& name, hid_t type, const void* value, ExitCode code) {
+void writeAttributeRaw(hid_t object, const std::string& name, hid_t type, const void* value,
+                       ExitCode code) {
   if (H5Aexists(object, name.c_str()) > 0) H5Adelete(object, name.c_str());
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  Handle attribute(H5Acreate2(object, name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  Handle attribute(H5Acreate2(object, name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                   H5Aclose);
   if (!attribute.valid() || H5Awrite(attribute.get(), type, value) < 0)
     fail(code, fileNameOf(object) + ": cannot write attribute " + name);
 }
@@ -416,7 +434,8 @@ Handle openAttribute(hid_t object, const std::string& name, ExitCode code) {
 
 }  // namespace
 
-void writeAttribute(hid_t object, const std::string& name, const std::string& value, ExitCode code) {
+void writeAttribute(hid_t object, const std::string& name, const std::string& value,
+                    ExitCode code) {
   Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(type.get(), H5T_VARIABLE);
   H5Tset_cset(type.get(), H5T_CSET_UTF8);

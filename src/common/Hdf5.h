@@ -94,8 +94,8 @@ at::ScalarType naturalScalarType(const DatasetInfo& info, ExitCode code, const s
 // --- tensors -----------------------------------------------------------------
 
 struct WriteOptions {
-  bool fletcher32 = false;  // per-chunk checksums (implies chunking)
-  int gzipLevel = 0;        // 0 = no compression
+  bool fletcher32 = false;     // per-chunk checksums (implies chunking)
+  int gzipLevel = 0;           // 0 = no compression
   std::int64_t chunkRows = 0;  // 0 = choose (~1 MiB chunks) when chunking is needed
 };
 

@@ -94,8 +94,10 @@ spdlog::level::level_enum effectiveLevel(const State& s) {
 
 // Applies pattern and level to every logger; callers hold the mutex.
 void refresh(State& s) {
-  std::string pattern = "[%Y-%m-%d %H:%M:%S.%e] [" + rankLabel(s.rank, s.worldSize) + "] [%n] %^%l%$: %v";
-  for (auto& sink : s.sinks) sink->set_pattern(pattern);
+  std::string pattern =
+      "[%Y-%m-%d %H:%M:%S.%e] [" + rankLabel(s.rank, s.worldSize) + "] [%n] %^%l%$: %v";
+  for (auto& sink : s.sinks)
+    sink->set_pattern(pattern);
   for (auto& [tag, logger] : s.loggers) {
     logger->set_level(effectiveLevel(s));
     logger->flush_on(spdlog::level::warn);
@@ -139,7 +141,8 @@ void addFileSink(const std::string& path) {
   ensureInitialised(s);
   auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
   s.sinks.push_back(sink);
-  for (auto& [tag, logger] : s.loggers) logger->sinks().push_back(sink);
+  for (auto& [tag, logger] : s.loggers)
+    logger->sinks().push_back(sink);
   refresh(s);
 }
 
@@ -147,7 +150,8 @@ void flush() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.console) s.console->setStatus("");
-  for (auto& [tag, logger] : s.loggers) logger->flush();
+  for (auto& [tag, logger] : s.loggers)
+    logger->flush();
 }
 
 void setStatusLine(const std::string& text) {

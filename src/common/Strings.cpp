@@ -8,7 +8,8 @@ namespace mb::str {
 
 std::size_t editDistance(const std::string& a, const std::string& b) {
   std::vector<std::size_t> previous(b.size() + 1), current(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) previous[j] = j;
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    previous[j] = j;
   for (std::size_t i = 1; i <= a.size(); ++i) {
     current[0] = i;
     for (std::size_t j = 1; j <= b.size(); ++j) {

@@ -17,7 +17,9 @@
 
 namespace mb::compat {
 
-inline std::string torchVersion() { return TORCH_VERSION; }
+inline std::string torchVersion() {
+  return TORCH_VERSION;
+}
 
 // --- autocast ---------------------------------------------------------------
 // 1.13 has per-device free functions (set_cpu_enabled, set_autocast_cpu_dtype); 2.4+ takes the
@@ -48,7 +50,9 @@ inline bool autocastEnabled(c10::DeviceType device) {
 
 // Autocast caches casted weights for the duration of a forward; clear it after each step so
 // updated fp32 master weights are re-cast.
-inline void clearAutocastCache() { at::autocast::clear_cache(); }
+inline void clearAutocastCache() {
+  at::autocast::clear_cache();
+}
 
 // --- attention --------------------------------------------------------------
 // at::scaled_dot_product_attention (fused / flash kernels) arrived in 2.0.

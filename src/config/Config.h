@@ -23,7 +23,7 @@ enum class MetricMode { kMin, kMax };
 
 // One input stream of the `series` layout and the window length the model sees from it.
 struct StreamSpec {
-  std::string name;    // group under /series, e.g. "m5"
+  std::string name;         // group under /series, e.g. "m5"
   std::int64_t window = 0;  // rows per sample window
 };
 
@@ -33,7 +33,7 @@ struct DataNames {
   std::string targets = "targets";
   std::string timestamps = "timestamps";
   std::string tokens = "tokens";
-  std::string series = "series";        // group holding one subgroup per stream
+  std::string series = "series";           // group holding one subgroup per stream
   std::string sampleEnds = "samples/end";  // group holding one [N] int64 dataset per stream
 };
 
@@ -55,10 +55,11 @@ struct DataConfig {
   std::vector<StreamSpec> streams;  // series layout
   std::int64_t context = 128;       // tokens layout: a sample is context+1 tokens
   DataNames names;
-  double memoryFraction = 0.75;     // share of device (or host) memory the resident data may use
-  bool hostMmap = true;             // host residency: map uncompressed datasets (zero copy)
-  double memoryBudgetMb = 0;        // per-rank budget for resident data; 0 = memory_fraction of memory
-  std::int64_t streamChunkItems = 16384;  // stream residency: items per chunk per shard (GlobalOrder)
+  double memoryFraction = 0.75;  // share of device (or host) memory the resident data may use
+  bool hostMmap = true;          // host residency: map uncompressed datasets (zero copy)
+  double memoryBudgetMb = 0;     // per-rank budget for resident data; 0 = memory_fraction of memory
+  std::int64_t streamChunkItems =
+      16384;  // stream residency: items per chunk per shard (GlobalOrder)
 };
 
 struct ModelConfig {
@@ -72,10 +73,10 @@ struct ModelConfig {
   std::int64_t heads = 4;        // GPT attention heads
   std::int64_t headHidden = 64;  // LSTM fusion head width (0 = linear head)
   double dropout = 0.0;
-  bool stateful = false;         // LSTM: carry hidden states across steps per lane
-  std::int64_t lanes = 0;        // stateful: lanes per shard (0 = micro batch / shards)
-  bool bias = true;              // GPT linear and LayerNorm biases
-  std::int64_t vocabSize = 0;    // GPT: 0 = the data file's vocab_size attribute
+  bool stateful = false;       // LSTM: carry hidden states across steps per lane
+  std::int64_t lanes = 0;      // stateful: lanes per shard (0 = micro batch / shards)
+  bool bias = true;            // GPT linear and LayerNorm biases
+  std::int64_t vocabSize = 0;  // GPT: 0 = the data file's vocab_size attribute
 };
 
 struct EarlyStoppingConfig {
@@ -91,14 +92,14 @@ struct TrainConfig {
   std::int64_t maxSteps = 0;    // 0 = run `epochs` epochs
   std::int64_t epochs = 1;
   DType precision = DType::kFp32;
-  double gradClip = 1.0;        // global-norm clip; 0 = off
-  std::int64_t evalEvery = 0;   // steps; 0 = at epoch ends only
-  std::int64_t evalBatches = 0; // cap on val batches per evaluation; 0 = the whole split
-  std::int64_t maxBadSteps = 5; // consecutive non-finite steps before the run stops
+  double gradClip = 1.0;         // global-norm clip; 0 = off
+  std::int64_t evalEvery = 0;    // steps; 0 = at epoch ends only
+  std::int64_t evalBatches = 0;  // cap on val batches per evaluation; 0 = the whole split
+  std::int64_t maxBadSteps = 5;  // consecutive non-finite steps before the run stops
   std::int64_t seed = 1234;
   DeviceKind device = DeviceKind::kAuto;
   bool cudaGraphs = false;
-  std::int64_t threads = 0;     // intra-op CPU threads per rank; 0 = cores / ranks on the node
+  std::int64_t threads = 0;         // intra-op CPU threads per rank; 0 = cores / ranks on the node
   double memoryGrowthWarnMb = 256;  // warn when allocated memory grows more than this per epoch
   EarlyStoppingConfig earlyStopping;
 };

@@ -16,9 +16,8 @@ namespace {
 
 [[noreturn]] void unknownKey(const std::string& key, const std::string& where) {
   std::string suggestion = suggestConfigKey(key);
-  std::string hint = suggestion.empty()
-                         ? "run `megabatch train --help-config` for the list of keys"
-                         : "did you mean " + suggestion + "?";
+  std::string hint = suggestion.empty() ? "run `megabatch train --help-config` for the list of keys"
+                                        : "did you mean " + suggestion + "?";
   throw ConfigError(where + "unknown config key '" + key + "'", hint);
 }
 
@@ -44,7 +43,8 @@ void assignTree(Config& config, const YAML::Node& node, const std::string& prefi
       try {
         field->assign(config, entry.second);
       } catch (const ConfigError& error) {
-        throw ConfigError(where + error.message(), error.hint());  // name the file, as for unknown keys
+        throw ConfigError(where + error.message(),
+                          error.hint());  // name the file, as for unknown keys
       }
     } else if (isConfigSection(key)) {
       if (entry.second.IsNull()) continue;  // an empty section keeps its defaults
@@ -79,8 +79,9 @@ void applyOverride(Config& config, const std::string& assignment) {
   const ConfigField* field = findConfigField(key);
   if (field == nullptr) {
     if (isConfigSection(key))
-      throw ConfigError("override '" + key + "' names a section, not a key",
-                        "set one of its keys: " + key + "." + str::join(sectionKeys(key), ", " + key + "."));
+      throw ConfigError(
+          "override '" + key + "' names a section, not a key",
+          "set one of its keys: " + key + "." + str::join(sectionKeys(key), ", " + key + "."));
     unknownKey(key, "override: ");
   }
   field->assign(config, parseYaml(value, "override " + key));
@@ -91,10 +92,12 @@ Config parseConfig(const std::string& yamlText, const std::string& sourceName,
   Config config;
   YAML::Node root = parseYaml(yamlText, sourceName);
   if (root.IsDefined() && !root.IsNull()) {
-    if (!root.IsMap()) throw ConfigError(sourceName + ": the config must be a YAML map of sections");
+    if (!root.IsMap())
+      throw ConfigError(sourceName + ": the config must be a YAML map of sections");
     assignTree(config, root, "", sourceName + ": ");
   }
-  for (const auto& assignment : overrides) applyOverride(config, assignment);
+  for (const auto& assignment : overrides)
+    applyOverride(config, assignment);
   requireValidConfig(config);
   return config;
 }
@@ -128,12 +131,14 @@ std::string configToYaml(const Config& config) {
     std::size_t common = 0;
     while (common < open.size() && common + 1 < parts.size() && open[common] == parts[common])
       ++common;
-    for (; open.size() > common; open.pop_back()) out << YAML::EndMap;
+    for (; open.size() > common; open.pop_back())
+      out << YAML::EndMap;
     for (; open.size() + 1 < parts.size(); open.push_back(parts[open.size()]))
       out << YAML::Key << parts[open.size()] << YAML::Value << YAML::BeginMap;
     out << YAML::Key << parts.back() << YAML::Value << field.emit(config);
   }
-  for (; !open.empty(); open.pop_back()) out << YAML::EndMap;
+  for (; !open.empty(); open.pop_back())
+    out << YAML::EndMap;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

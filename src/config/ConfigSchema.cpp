@@ -24,11 +24,11 @@ using EnumTable = std::vector<std::pair<E, const char*>>;
 template <class E>
 const EnumTable<E>& enumTable();
 
-#define MB_ENUM_TABLE(Type, ...)                 \
-  template <>                                    \
-  const EnumTable<Type>& enumTable<Type>() {     \
+#define MB_ENUM_TABLE(Type, ...)                     \
+  template <>                                        \
+  const EnumTable<Type>& enumTable<Type>() {         \
     static const EnumTable<Type> table{__VA_ARGS__}; \
-    return table;                                \
+    return table;                                    \
   }
 
 MB_ENUM_TABLE(Layout, {Layout::kSamples, "samples"}, {Layout::kSeries, "series"},
@@ -65,7 +65,8 @@ std::string enumName(E value) {
 template <class E>
 std::string enumChoices() {
   std::vector<std::string> names;
-  for (const auto& entry : enumTable<E>()) names.push_back(entry.second);
+  for (const auto& entry : enumTable<E>())
+    names.push_back(entry.second);
   return str::join(names, "|");
 }
 
@@ -207,8 +208,7 @@ struct Codec<std::vector<StreamSpec>> {
           throw ConfigError(itemKey + "." + sub + ": unknown key",
                             "a stream has exactly two keys: name and window");
       }
-      if (!item["name"] || !item["window"])
-        badValue(itemKey, item, "{name: STREAM, window: ROWS}");
+      if (!item["name"] || !item["window"]) badValue(itemKey, item, "{name: STREAM, window: ROWS}");
       StreamSpec spec;
       spec.name = Codec<std::string>::decode(itemKey + ".name", item["name"]);
       spec.window = Codec<std::int64_t>::decode(itemKey + ".window", item["window"]);
@@ -249,45 +249,61 @@ ConfigField makeField(std::string key, Access access, std::string help,
 }
 
 #define MB_FIELD(key, member, ...) \
-  makeField(key, [](Config& c) -> auto& { return c.member; }, __VA_ARGS__)
+  makeField(                       \
+      key, [](Config & c) -> auto& { return c.member; }, __VA_ARGS__)
 
 std::vector<ConfigField> buildFields() {
   return {
       // run
       MB_FIELD("run.dir", run.dir, "run directory: config, metrics, logs, checkpoints",
                {"output_dir", "out_dir", "directory"}),
-      MB_FIELD("run.resume", run.resume, "auto (continue from checkpoints/latest), never, or a checkpoint path"),
-      MB_FIELD("run.keep_last", run.keepLast, "step checkpoints kept besides best.h5", {"keep", "max_checkpoints"}),
-      MB_FIELD("run.checkpoint_every", run.checkpointEvery, "steps between checkpoints; 0 = epoch ends and the end",
+      MB_FIELD("run.resume", run.resume,
+               "auto (continue from checkpoints/latest), never, or a checkpoint path"),
+      MB_FIELD("run.keep_last", run.keepLast, "step checkpoints kept besides best.h5",
+               {"keep", "max_checkpoints"}),
+      MB_FIELD("run.checkpoint_every", run.checkpointEvery,
+               "steps between checkpoints; 0 = epoch ends and the end",
                {"save_every", "ckpt_every"}),
-      MB_FIELD("run.log_every", run.logEvery, "steps between progress lines and metrics records", {"print_every"}),
+      MB_FIELD("run.log_every", run.logEvery, "steps between progress lines and metrics records",
+               {"print_every"}),
       MB_FIELD("run.log_level", run.logLevel, "trace|debug|info|warn|error", {"verbosity"}),
       MB_FIELD("run.progress", run.progress, "auto (bar on a TTY), bar, or lines"),
       // data
       MB_FIELD("data.path", data.path, "HDF5 data file", {"file", "dataset", "data_path"}),
       MB_FIELD("data.layout", data.layout, "samples, series, or tokens (docs/data-format.md)"),
-      MB_FIELD("data.residency", data.residency, "where the rank's shard lives: auto, device, host, stream",
+      MB_FIELD("data.residency", data.residency,
+               "where the rank's shard lives: auto, device, host, stream",
                {"resident", "placement"}),
-      MB_FIELD("data.resident_dtype", data.residentDtype, "dtype of resident features: fp32 or bf16"),
-      MB_FIELD("data.canonical_shards", data.canonicalShards, "V: canonical train shards (max ranks to resume on)",
-               {"shards", "num_shards"}),
+      MB_FIELD("data.resident_dtype", data.residentDtype,
+               "dtype of resident features: fp32 or bf16"),
+      MB_FIELD("data.canonical_shards", data.canonicalShards,
+               "V: canonical train shards (max ranks to resume on)", {"shards", "num_shards"}),
       MB_FIELD("data.shuffle", data.shuffle, "shuffle within each shard every epoch"),
-      MB_FIELD("data.split.train_fraction", data.split.trainFraction, "earliest share of rows for training", {"train"}),
-      MB_FIELD("data.split.val_fraction", data.split.valFraction, "next share for validation", {"val", "validation"}),
-      MB_FIELD("data.split.test_fraction", data.split.testFraction, "last share for test", {"test"}),
-      MB_FIELD("data.split.embargo", data.split.embargo, "rows skipped between splits; -1 = one window", {"gap"}),
-      MB_FIELD("data.streams", data.streams, "series layout: [{name, window}] per input stream", {"timeframes"}),
-      MB_FIELD("data.context", data.context, "tokens layout: context length (a sample is context+1 tokens)",
+      MB_FIELD("data.split.train_fraction", data.split.trainFraction,
+               "earliest share of rows for training", {"train"}),
+      MB_FIELD("data.split.val_fraction", data.split.valFraction, "next share for validation",
+               {"val", "validation"}),
+      MB_FIELD("data.split.test_fraction", data.split.testFraction, "last share for test",
+               {"test"}),
+      MB_FIELD("data.split.embargo", data.split.embargo,
+               "rows skipped between splits; -1 = one window", {"gap"}),
+      MB_FIELD("data.streams", data.streams, "series layout: [{name, window}] per input stream",
+               {"timeframes"}),
+      MB_FIELD("data.context", data.context,
+               "tokens layout: context length (a sample is context+1 tokens)",
                {"block_size", "seq_len", "context_length"}),
       MB_FIELD("data.names.features", data.names.features, "dataset name of the features"),
       MB_FIELD("data.names.targets", data.names.targets, "dataset name of the targets"),
       MB_FIELD("data.names.timestamps", data.names.timestamps, "dataset name of the timestamps"),
       MB_FIELD("data.names.tokens", data.names.tokens, "dataset name of the tokens"),
       MB_FIELD("data.names.series", data.names.series, "group holding the series streams"),
-      MB_FIELD("data.names.sample_ends", data.names.sampleEnds, "group holding per-stream window end rows"),
-      MB_FIELD("data.memory_fraction", data.memoryFraction, "share of device/host memory resident data may use"),
+      MB_FIELD("data.names.sample_ends", data.names.sampleEnds,
+               "group holding per-stream window end rows"),
+      MB_FIELD("data.memory_fraction", data.memoryFraction,
+               "share of device/host memory resident data may use"),
       MB_FIELD("data.host_mmap", data.hostMmap,
-               "host residency: map contiguous uncompressed datasets from the page cache instead of copying"),
+               "host residency: map contiguous uncompressed datasets from the page cache instead "
+               "of copying"),
       MB_FIELD("data.memory_budget_mb", data.memoryBudgetMb,
                "per-rank MiB resident data may use; 0 = memory_fraction of device/host memory"),
       MB_FIELD("data.stream_chunk_items", data.streamChunkItems,
@@ -298,7 +314,8 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("model.task", model.task, "regression or classification (lstm, mlp)"),
       MB_FIELD("model.loss", model.loss, "auto, mse, huber, or cross_entropy", {"criterion"}),
       MB_FIELD("model.huber_delta", model.huberDelta, "Huber loss delta"),
-      MB_FIELD("model.num_classes", model.numClasses, "classification classes; 0 = from the targets"),
+      MB_FIELD("model.num_classes", model.numClasses,
+               "classification classes; 0 = from the targets"),
       MB_FIELD("model.hidden", model.hidden, "LSTM hidden size, GPT width, MLP width",
                {"hidden_size", "n_embd", "d_model", "width"}),
       MB_FIELD("model.layers", model.layers, "LSTM layers, GPT blocks, MLP hidden layers",
@@ -309,13 +326,16 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("model.stateful", model.stateful, "LSTM: carry hidden states across steps per lane"),
       MB_FIELD("model.lanes", model.lanes, "stateful LSTM: lanes per shard; 0 = automatic"),
       MB_FIELD("model.bias", model.bias, "GPT: biases in linear and LayerNorm layers"),
-      MB_FIELD("model.vocab_size", model.vocabSize, "GPT vocabulary; 0 = the data file's vocab_size"),
+      MB_FIELD("model.vocab_size", model.vocabSize,
+               "GPT vocabulary; 0 = the data file's vocab_size"),
       // train
-      MB_FIELD("train.global_batch", train.globalBatch, "samples per optimizer step, over all ranks",
-               {"batch_size", "batch"}),
-      MB_FIELD("train.micro_batch", train.microBatch, "samples per forward pass per rank; 0 = no accumulation",
+      MB_FIELD("train.global_batch", train.globalBatch,
+               "samples per optimizer step, over all ranks", {"batch_size", "batch"}),
+      MB_FIELD("train.micro_batch", train.microBatch,
+               "samples per forward pass per rank; 0 = no accumulation",
                {"micro_batch_size", "per_device_batch"}),
-      MB_FIELD("train.max_steps", train.maxSteps, "optimizer steps; 0 = train.epochs epochs", {"steps", "iterations"}),
+      MB_FIELD("train.max_steps", train.maxSteps, "optimizer steps; 0 = train.epochs epochs",
+               {"steps", "iterations"}),
       MB_FIELD("train.epochs", train.epochs, "epochs when max_steps is 0", {"num_epochs", "epoch"}),
       MB_FIELD("train.precision", train.precision, "fp32 or bf16 (autocast, fp32 master weights)",
                {"dtype", "amp", "mixed_precision"}),
@@ -323,24 +343,30 @@ std::vector<ConfigField> buildFields() {
                {"clip_grad_norm", "max_grad_norm"}),
       MB_FIELD("train.eval_every", train.evalEvery, "steps between evaluations; 0 = epoch ends",
                {"val_every", "eval_interval"}),
-      MB_FIELD("train.eval_batches", train.evalBatches, "cap on validation batches; 0 = whole split"),
-      MB_FIELD("train.max_bad_steps", train.maxBadSteps, "consecutive non-finite steps before stopping"),
+      MB_FIELD("train.eval_batches", train.evalBatches,
+               "cap on validation batches; 0 = whole split"),
+      MB_FIELD("train.max_bad_steps", train.maxBadSteps,
+               "consecutive non-finite steps before stopping"),
       MB_FIELD("train.seed", train.seed, "seed for init and data order", {"random_seed"}),
       MB_FIELD("train.device", train.device, "auto, cpu, or cuda"),
-      MB_FIELD("train.cuda_graphs", train.cudaGraphs, "capture the step in a CUDA graph (static shapes)"),
-      MB_FIELD("train.threads", train.threads, "CPU threads per rank; 0 = cores / ranks on the node",
-               {"num_threads"}),
-      MB_FIELD("train.memory_growth_warn_mb", train.memoryGrowthWarnMb, "warn when memory grows more per epoch"),
-      MB_FIELD("train.early_stopping.metric", train.earlyStopping.metric, "metric watched, e.g. val_loss"),
+      MB_FIELD("train.cuda_graphs", train.cudaGraphs,
+               "capture the step in a CUDA graph (static shapes)"),
+      MB_FIELD("train.threads", train.threads,
+               "CPU threads per rank; 0 = cores / ranks on the node", {"num_threads"}),
+      MB_FIELD("train.memory_growth_warn_mb", train.memoryGrowthWarnMb,
+               "warn when memory grows more per epoch"),
+      MB_FIELD("train.early_stopping.metric", train.earlyStopping.metric,
+               "metric watched, e.g. val_loss"),
       MB_FIELD("train.early_stopping.mode", train.earlyStopping.mode, "min or max"),
       MB_FIELD("train.early_stopping.patience", train.earlyStopping.patience,
                "evaluations without improvement before stopping; 0 = off"),
-      MB_FIELD("train.early_stopping.min_delta", train.earlyStopping.minDelta, "smallest improvement that counts"),
+      MB_FIELD("train.early_stopping.min_delta", train.earlyStopping.minDelta,
+               "smallest improvement that counts"),
       // optim
       MB_FIELD("optim.name", optim.name, "adamw, adam, or sgd", {"optimizer", "type", "kind"}),
       MB_FIELD("optim.lr", optim.lr, "peak learning rate", {"learning_rate", "lr_max", "rate"}),
-      MB_FIELD("optim.weight_decay", optim.weightDecay, "decoupled (adamw) or L2 (adam, sgd) weight decay",
-               {"wd", "decay"}),
+      MB_FIELD("optim.weight_decay", optim.weightDecay,
+               "decoupled (adamw) or L2 (adam, sgd) weight decay", {"wd", "decay"}),
       MB_FIELD("optim.beta1", optim.beta1, "Adam beta1"),
       MB_FIELD("optim.beta2", optim.beta2, "Adam beta2"),
       MB_FIELD("optim.eps", optim.eps, "Adam epsilon", {"epsilon"}),
@@ -349,10 +375,13 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("optim.schedule", optim.schedule, "constant, cosine, or linear (after warmup)",
                {"scheduler", "lr_schedule"}),
       MB_FIELD("optim.warmup_steps", optim.warmupSteps, "linear warmup steps", {"warmup"}),
-      MB_FIELD("optim.min_lr_ratio", optim.minLrRatio, "cosine/linear: final lr as a share of lr", {"min_lr"}),
+      MB_FIELD("optim.min_lr_ratio", optim.minLrRatio, "cosine/linear: final lr as a share of lr",
+               {"min_lr"}),
       // dist
-      MB_FIELD("dist.backend", dist.backend, "auto (nccl on CUDA, mpi on CPU), nccl, mpi, or single"),
-      MB_FIELD("dist.bucket_mb", dist.bucketMb, "gradient bucket cap in MiB", {"bucket_cap_mb", "bucket_size"}),
+      MB_FIELD("dist.backend", dist.backend,
+               "auto (nccl on CUDA, mpi on CPU), nccl, mpi, or single"),
+      MB_FIELD("dist.bucket_mb", dist.bucketMb, "gradient bucket cap in MiB",
+               {"bucket_cap_mb", "bucket_size"}),
       MB_FIELD("dist.first_bucket_mb", dist.firstBucketMb, "size of the small first bucket in MiB"),
       MB_FIELD("dist.grad_dtype", dist.gradDtype, "dtype gradients travel in: fp32 or bf16"),
       MB_FIELD("dist.timeout_s", dist.timeoutS, "watchdog: seconds a collective or step may take",
@@ -396,7 +425,8 @@ std::string suggestConfigKey(const std::string& unknownKey) {
     names.insert(names.end(), field.aliases.begin(), field.aliases.end());
     for (const auto& name : names) {
       // Same-section matches come first; a key from another section must be much closer.
-      double score = static_cast<double>(str::editDistance(leaf, name)) / std::max<std::size_t>(leaf.size(), 1);
+      double score = static_cast<double>(str::editDistance(leaf, name)) /
+                     std::max<std::size_t>(leaf.size(), 1);
       if (fieldSection != section) score += 0.5 + 0.1 * str::editDistance(section, fieldSection);
       if (score < bestScore) {
         bestScore = score;
@@ -407,17 +437,41 @@ std::string suggestConfigKey(const std::string& unknownKey) {
   return bestScore <= 0.6 ? best : std::string();
 }
 
-std::string toString(Layout value) { return enumName(value); }
-std::string toString(Residency value) { return enumName(value); }
-std::string toString(DType value) { return enumName(value); }
-std::string toString(DeviceKind value) { return enumName(value); }
-std::string toString(ModelKind value) { return enumName(value); }
-std::string toString(Task value) { return enumName(value); }
-std::string toString(LossKind value) { return enumName(value); }
-std::string toString(OptimizerKind value) { return enumName(value); }
-std::string toString(ScheduleKind value) { return enumName(value); }
-std::string toString(BackendKind value) { return enumName(value); }
-std::string toString(ProgressKind value) { return enumName(value); }
-std::string toString(MetricMode value) { return enumName(value); }
+std::string toString(Layout value) {
+  return enumName(value);
+}
+std::string toString(Residency value) {
+  return enumName(value);
+}
+std::string toString(DType value) {
+  return enumName(value);
+}
+std::string toString(DeviceKind value) {
+  return enumName(value);
+}
+std::string toString(ModelKind value) {
+  return enumName(value);
+}
+std::string toString(Task value) {
+  return enumName(value);
+}
+std::string toString(LossKind value) {
+  return enumName(value);
+}
+std::string toString(OptimizerKind value) {
+  return enumName(value);
+}
+std::string toString(ScheduleKind value) {
+  return enumName(value);
+}
+std::string toString(BackendKind value) {
+  return enumName(value);
+}
+std::string toString(ProgressKind value) {
+  return enumName(value);
+}
+std::string toString(MetricMode value) {
+  return enumName(value);
+}
 
 }  // namespace mb

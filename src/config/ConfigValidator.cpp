@@ -32,8 +32,7 @@ Rule minimum(const char* key, std::function<double(const Config&)> get, double l
   };
 }
 
-Rule openRange(const char* key, std::function<double(const Config&)> get, double low,
-               double high) {
+Rule openRange(const char* key, std::function<double(const Config&)> get, double low, double high) {
   return [=](const Config& c) -> Problem {
     double value = get(c);
     if (!(value > low && value < high))
@@ -70,8 +69,8 @@ Problem splitFractionsSumToOne(const Config& c) {
 
 Problem microBatchFitsGlobal(const Config& c) {
   if (c.train.microBatch > c.train.globalBatch)
-    return "train.micro_batch = " + show(c.train.microBatch) + " is larger than train.global_batch = " +
-           show(c.train.globalBatch);
+    return "train.micro_batch = " + show(c.train.microBatch) +
+           " is larger than train.global_batch = " + show(c.train.globalBatch);
   return std::nullopt;
 }
 
@@ -110,8 +109,8 @@ Problem gptNeedsTokens(const Config& c) {
 
 Problem headsDivideWidth(const Config& c) {
   if (c.model.kind == ModelKind::kGpt && c.model.heads > 0 && c.model.hidden % c.model.heads != 0)
-    return "model.hidden = " + show(c.model.hidden) + " must be divisible by model.heads = " +
-           show(c.model.heads);
+    return "model.hidden = " + show(c.model.hidden) +
+           " must be divisible by model.heads = " + show(c.model.heads);
   return std::nullopt;
 }
 
@@ -134,7 +133,8 @@ Problem statefulIsLstm(const Config& c) {
 }
 
 Problem logLevelKnown(const Config& c) {
-  static const std::set<std::string> levels{"trace", "debug", "info", "warn", "error", "critical", "off"};
+  static const std::set<std::string> levels{"trace", "debug",    "info", "warn",
+                                            "error", "critical", "off"};
   if (!levels.count(c.run.logLevel))
     return "run.log_level = '" + c.run.logLevel + "' must be one of trace|debug|info|warn|error";
   return std::nullopt;
@@ -236,10 +236,12 @@ std::vector<std::string> validateConfig(const Config& config) {
 void requireValidConfig(const Config& config) {
   std::vector<std::string> problems = validateConfig(config);
   if (problems.empty()) return;
-  std::string message = problems.size() == 1 ? "invalid config: " + problems.front()
-                                             : "invalid config (" + std::to_string(problems.size()) +
-                                                   " problems):\n  - " + str::join(problems, "\n  - ");
-  throw ConfigError(message, "fix the keys named above in the config file or the key=value overrides");
+  std::string message = problems.size() == 1
+                            ? "invalid config: " + problems.front()
+                            : "invalid config (" + std::to_string(problems.size()) +
+                                  " problems):\n  - " + str::join(problems, "\n  - ");
+  throw ConfigError(message,
+                    "fix the keys named above in the config file or the key=value overrides");
 }
 
 }  // namespace mb

@@ -9,7 +9,8 @@ namespace mb::data {
 
 struct Batch {
   // One tensor per model input, in DataInfo::inputs order:
-  //   samples: [B, T, F] or [B, F];  series: [B, window_s, F_s] per stream;  tokens: [B, context] int64.
+  //   samples: [B, T, F] or [B, F];  series: [B, window_s, F_s] per stream;  tokens: [B, context]
+  //   int64.
   std::vector<at::Tensor> inputs;
   // regression: [B] or [B, K] float32;  classification: [B] int64;  tokens: [B, context] int64
   // (the inputs shifted by one).

@@ -25,9 +25,9 @@ std::string modelSpecToYaml(const DataInfo& info) {
   out << YAML::Key << "layout" << YAML::Value << toString(info.layout);
   out << YAML::Key << "inputs" << YAML::Value << YAML::BeginSeq;
   for (const auto& input : info.inputs) {
-    out << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << input.name << YAML::Key
-        << "window" << YAML::Value << input.window << YAML::Key << "features" << YAML::Value << input.features
-        << YAML::EndMap;
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << input.name
+        << YAML::Key << "window" << YAML::Value << input.window << YAML::Key << "features"
+        << YAML::Value << input.features << YAML::EndMap;
   }
   out << YAML::EndSeq;
   out << YAML::Key << "target_shape" << YAML::Value << YAML::Flow << info.targetShape;
@@ -44,7 +44,9 @@ DataInfo modelSpecFromYaml(const std::string& text) {
     YAML::Node root = YAML::Load(text);
     DataInfo info;
     std::string layout = root["layout"].as<std::string>();
-    info.layout = layout == "series" ? Layout::kSeries : layout == "tokens" ? Layout::kTokens : Layout::kSamples;
+    info.layout = layout == "series"   ? Layout::kSeries
+                  : layout == "tokens" ? Layout::kTokens
+                                       : Layout::kSamples;
     for (const auto& input : root["inputs"]) {
       info.inputs.push_back({input["name"].as<std::string>(), input["window"].as<std::int64_t>(),
                              input["features"].as<std::int64_t>()});
@@ -56,7 +58,9 @@ DataInfo modelSpecFromYaml(const std::string& text) {
     info.hasTimestamps = root["has_timestamps"].as<bool>();
     return info;
   } catch (const YAML::Exception& e) {
-    throw CheckpointError(std::string("the checkpoint's model description (/meta data_info) is malformed: ") + e.what());
+    throw CheckpointError(
+        std::string("the checkpoint's model description (/meta data_info) is malformed: ") +
+        e.what());
   }
 }
 

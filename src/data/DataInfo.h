@@ -21,24 +21,25 @@ struct SampleRange {
 };
 
 struct InputSpec {
-  std::string name;          // "features", a stream name ("m5"), or "tokens"
-  std::int64_t window = 0;   // rows per sample (0 for [N, F] samples; context for tokens)
-  std::int64_t features = 0; // F (0 for tokens)
+  std::string name;           // "features", a stream name ("m5"), or "tokens"
+  std::int64_t window = 0;    // rows per sample (0 for [N, F] samples; context for tokens)
+  std::int64_t features = 0;  // F (0 for tokens)
 };
 
 struct DataInfo {
   Layout layout = Layout::kSamples;
   std::string path;
-  std::int64_t numSamples = 0;            // N over all splits
-  std::array<SampleRange, 3> splits{};    // indexed by Split, after the embargo gaps
+  std::int64_t numSamples = 0;          // N over all splits
+  std::array<SampleRange, 3> splits{};  // indexed by Split, after the embargo gaps
   std::vector<InputSpec> inputs;
-  std::vector<std::int64_t> targetShape;  // per sample: {} for [N], {K} for [N, K], {context} for tokens
-  bool integerTargets = false;            // classification labels or tokens
-  std::int64_t numClasses = 0;            // classification: max label + 1
-  std::int64_t vocabSize = 0;             // tokens
-  std::int64_t canonicalShards = 0;       // V
+  std::vector<std::int64_t>
+      targetShape;                   // per sample: {} for [N], {K} for [N, K], {context} for tokens
+  bool integerTargets = false;       // classification labels or tokens
+  std::int64_t numClasses = 0;       // classification: max label + 1
+  std::int64_t vocabSize = 0;        // tokens
+  std::int64_t canonicalShards = 0;  // V
   bool hasTimestamps = false;
-  std::string fingerprint;                // identifies the file's content for checkpoints
+  std::string fingerprint;  // identifies the file's content for checkpoints
 
   const SampleRange& split(Split s) const { return splits[static_cast<int>(s)]; }
 };

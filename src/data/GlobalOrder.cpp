@@ -61,7 +61,9 @@ GlobalOrder::GlobalOrder(std::int64_t numItems, std::int64_t numShards, std::uin
   }
 }
 
-std::int64_t GlobalOrder::batchesPerEpoch() const { return (numItems_ + globalBatch_ - 1) / globalBatch_; }
+std::int64_t GlobalOrder::batchesPerEpoch() const {
+  return (numItems_ + globalBatch_ - 1) / globalBatch_;
+}
 
 std::int64_t GlobalOrder::batchSize(std::int64_t batch) const {
   return std::min(globalBatch_, numItems_ - batch * globalBatch_);
@@ -80,7 +82,8 @@ ShardRange GlobalOrder::shardsOfRank(std::int64_t numShards, int rank, int world
 }
 
 ItemRange GlobalOrder::itemsOfShards(ShardRange shards) const {
-  if (shards.begin >= shards.end) return {shardItems(shards.begin).begin, shardItems(shards.begin).begin};
+  if (shards.begin >= shards.end)
+    return {shardItems(shards.begin).begin, shardItems(shards.begin).begin};
   return {shardItems(shards.begin).begin, shardItems(shards.end - 1).end};
 }
 
@@ -139,7 +142,8 @@ std::vector<std::int64_t> GlobalOrder::batchItems(std::int64_t epoch, std::int64
 
 GlobalOrder::Share GlobalOrder::epochShare(std::int64_t epoch, ShardRange shards) const {
   std::vector<std::vector<std::int64_t>> orders(numShards_);
-  for (std::int64_t s = shards.begin; s < shards.end; ++s) orders[s] = shardOrder(epoch, s);
+  for (std::int64_t s = shards.begin; s < shards.end; ++s)
+    orders[s] = shardOrder(epoch, s);
   Share share;
   share.items.reserve(static_cast<std::size_t>(itemsOfShards(shards).size()));
   share.offsets.reserve(static_cast<std::size_t>(batchesPerEpoch() + 1));

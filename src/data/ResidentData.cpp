@@ -44,7 +44,9 @@ const Store& LoadedData::evalStore(Split split) const {
                      "use data.residency=host to read the train split in time order");
 }
 
-std::int64_t LoadedData::evalCount(Split split) const { return evalStore(split).samples().size(); }
+std::int64_t LoadedData::evalCount(Split split) const {
+  return evalStore(split).samples().size();
+}
 
 Batch LoadedData::evalBatch(Split split, std::int64_t begin, std::int64_t end,
                             at::ScalarType inputType) {

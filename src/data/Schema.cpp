@@ -57,7 +57,7 @@ DatasetMeta require(hid_t file, const std::string& fileName, const std::string& 
                     const std::string& role) {
   std::string path = stripSlash(rawPath);
   if (!h5::isDataset(file, path)) {
-    std::string what = !h5::exists(file, path)       ? " is missing"
+    std::string what = !h5::exists(file, path)   ? " is missing"
                        : h5::isGroup(file, path) ? " is a group, not a dataset"
                                                  : " is not a dataset";
     bool obvious = path == role || str::endsWith(path, "/" + role);

@@ -149,8 +149,9 @@ class Loader {
   h5::Handle validate() {
     // Without this, an empty path reaches HDF5 and the message reads ": no such file".
     if (config_.data.path.empty())
-      throw ConfigError("data.path is not set: the config names no data file",
-                        "add `data: {path: FILE.h5}` to the config, or the override data.path=FILE.h5");
+      throw ConfigError(
+          "data.path is not set: the config names no data file",
+          "add `data: {path: FILE.h5}` to the config, or the override data.path=FILE.h5");
     h5::Handle file = h5::openFile(config_.data.path, false, ExitCode::kData);
     schema_ = readSchema(file.get(), config_.data.path, config_);
     checkIndexSlice(file.get(), schema_, rank_, world_);

@@ -35,12 +35,12 @@ struct LoadStats {
   Residency residency = Residency::kHost;  // resolved (never kAuto)
   std::string io;                          // "MPI-IO, collective transfers" / "sec2, ..."
   double validateSeconds = 0;              // schema, index arrays, planning
-  double readSeconds = 0;                  // the (collective) reads and mappings of this rank's rows
-  double checkSeconds = 0;                 // value checks (non-finite, labels, tokens)
-  std::int64_t bytesRead = 0;              // resident bytes read by this rank
-  std::int64_t bytesMapped = 0;            // resident bytes mapped from the page cache (host_mmap)
-  std::int64_t budgetBytes = 0;            // memory budget this rank was checked against
-  std::string budget;                      // how the budget was derived
+  double readSeconds = 0;        // the (collective) reads and mappings of this rank's rows
+  double checkSeconds = 0;       // value checks (non-finite, labels, tokens)
+  std::int64_t bytesRead = 0;    // resident bytes read by this rank
+  std::int64_t bytesMapped = 0;  // resident bytes mapped from the page cache (host_mmap)
+  std::int64_t budgetBytes = 0;  // memory budget this rank was checked against
+  std::string budget;            // how the budget was derived
 };
 
 class ShardedData {
@@ -74,7 +74,8 @@ class ShardedData {
   // This rank's samples of `split` (a contiguous part of it; empty parts are allowed). For
   // kTrain: this rank's train items in time order (resident residency only; `predict` uses it).
   virtual std::int64_t evalCount(Split split) const = 0;
-  virtual Batch evalBatch(Split split, std::int64_t begin, std::int64_t end, at::ScalarType inputType) = 0;
+  virtual Batch evalBatch(Split split, std::int64_t begin, std::int64_t end,
+                          at::ScalarType inputType) = 0;
 
   // Bytes held resident for this rank (features + targets + indices), for logs and tests.
   // Stream residency: the val/test parts plus the chunks resident now.

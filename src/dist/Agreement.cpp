@@ -22,7 +22,8 @@ at::Tensor encode(const Error* error) {
   if (error != nullptr) {
     bytes[1] = static_cast<std::uint8_t>(static_cast<int>(error->code()));
     std::string text = error->what();
-    std::int64_t length = std::min<std::int64_t>(static_cast<std::int64_t>(text.size()), kMaxMessage);
+    std::int64_t length =
+        std::min<std::int64_t>(static_cast<std::int64_t>(text.size()), kMaxMessage);
     bytes[2] = static_cast<std::uint8_t>(length & 0xff);
     bytes[3] = static_cast<std::uint8_t>(length >> 8);
     std::memcpy(bytes + kHeaderBytes, text.data(), static_cast<std::size_t>(length));

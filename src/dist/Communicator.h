@@ -47,7 +47,8 @@ class Communicator {
   // In-place broadcast from `root`.
   virtual void broadcast(at::Tensor tensor, int root, const std::string& label = "broadcast") = 0;
   // Returns [size, *tensor.shape]: every rank's tensor (all ranks pass the same shape).
-  virtual at::Tensor allGather(const at::Tensor& tensor, const std::string& label = "allgather") = 0;
+  virtual at::Tensor allGather(const at::Tensor& tensor,
+                               const std::string& label = "allgather") = 0;
   virtual void barrier(const std::string& label = "barrier") = 0;
 
   // Tears down in-flight operations so no rank blocks forever (NCCL: ncclCommAbort). Called by

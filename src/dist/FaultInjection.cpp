@@ -38,8 +38,10 @@ void maybeInjectHang(int rank, const std::string& label) {
   static std::atomic<long> seen{0};
   if (!spec.active || rank != spec.rank || label.find(spec.label) == std::string::npos) return;
   if (seen++ < spec.skip) return;
-  log::get("dist").warn("fault injection: rank {} hangs in '{}' (MEGABATCH_FAULT_HANG)", rank, label);
-  while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+  log::get("dist").warn("fault injection: rank {} hangs in '{}' (MEGABATCH_FAULT_HANG)", rank,
+                        label);
+  while (true)
+    std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
 }  // namespace mb::dist

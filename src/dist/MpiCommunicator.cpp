@@ -24,7 +24,8 @@ template <class T, class Combine>
 void combine16(void* in, void* inout, int* len, Combine fn) {
   auto* a = static_cast<const T*>(in);
   auto* b = static_cast<T*>(inout);
-  for (int i = 0; i < *len; ++i) b[i] = T(fn(static_cast<float>(a[i]), static_cast<float>(b[i])));
+  for (int i = 0; i < *len; ++i)
+    b[i] = T(fn(static_cast<float>(a[i]), static_cast<float>(b[i])));
 }
 
 template <class T>
@@ -135,7 +136,8 @@ class MpiWork final : public Work {
 };
 
 at::Tensor stageOnHost(const at::Tensor& tensor) {
-  at::Tensor host = at::empty(tensor.sizes(), tensor.options().device(at::kCPU).pinned_memory(true));
+  at::Tensor host =
+      at::empty(tensor.sizes(), tensor.options().device(at::kCPU).pinned_memory(true));
   host.copy_(tensor);
   return host;
 }

@@ -27,7 +27,8 @@ std::shared_ptr<Work> SingleCommunicator::allReduceAsync(at::Tensor tensor, Redu
 }
 
 void SingleCommunicator::broadcast(at::Tensor tensor, int root, const std::string& label) {
-  if (root != 0) throw RuntimeError(label + ": broadcast root " + std::to_string(root) + " in a world of one");
+  if (root != 0)
+    throw RuntimeError(label + ": broadcast root " + std::to_string(root) + " in a world of one");
 }
 
 at::Tensor SingleCommunicator::allGather(const at::Tensor& tensor, const std::string& label) {

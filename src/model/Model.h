@@ -1,7 +1,8 @@
 #pragma once
 // The models users train, behind one interface the trainer drives. Parameter and buffer
-// names are PyTorch state_dict names (`encoders.m5.weight_ih_l0`, `transformer.h.0.attn.c_attn.weight`):
-// checkpoints store them as they are, so Python loads them into an equal torch.nn module.
+// names are PyTorch state_dict names (`encoders.m5.weight_ih_l0`,
+// `transformer.h.0.attn.c_attn.weight`): checkpoints store them as they are, so Python loads them
+// into an equal torch.nn module.
 //
 // Loss contract (DESIGN.md "Splits and global order"): lossSum() returns the SUM of the
 // per-term losses of the batch; the trainer divides by (global batch count x termsPerSample())
@@ -55,6 +56,7 @@ class Model : public torch::nn::Module {
 
 // Builds the model `config.kind` for the data described by `info`, with parameters
 // initialised from `seed` (identical on every rank; rank 0's are broadcast anyway).
-std::shared_ptr<Model> buildModel(const ModelConfig& config, const data::DataInfo& info, std::uint64_t seed);
+std::shared_ptr<Model> buildModel(const ModelConfig& config, const data::DataInfo& info,
+                                  std::uint64_t seed);
 
 }  // namespace mb::model

@@ -36,7 +36,8 @@ constexpr ExitCode kCode = ExitCode::kCheckpoint;
 
 void fsyncPath(const std::string& path, bool directory) {
   int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) throw CheckpointError("cannot open " + path + " to flush it: " + std::strerror(errno));
+  if (fd < 0)
+    throw CheckpointError("cannot open " + path + " to flush it: " + std::strerror(errno));
   int status = ::fsync(fd);
   int error = errno;
   ::close(fd);
@@ -117,7 +118,9 @@ void readNamed(hid_t group, NamedTensors& out) {
 
 void writeTrainerState(hid_t file, const TrainerState& s) {
   h5::Handle g = h5::createGroup(file, "trainer", kCode);
-  auto put = [&](const char* name, std::int64_t value) { h5::writeAttribute(g.get(), name, value, kCode); };
+  auto put = [&](const char* name, std::int64_t value) {
+    h5::writeAttribute(g.get(), name, value, kCode);
+  };
   put("step", s.step);
   put("epoch", s.epoch);
   put("batch_in_epoch", s.batchInEpoch);
@@ -168,7 +171,8 @@ void readMeta(hid_t file, CheckpointContent& c) {
   h5::Handle g = h5::openGroup(file, "meta", kCode);
   c.formatVersion = h5::readIntAttribute(g.get(), "format_version", kCode);
   if (c.formatVersion > kCheckpointFormatVersion)
-    throw CheckpointError(h5::fileNameOf(file) + ": checkpoint format " + std::to_string(c.formatVersion) +
+    throw CheckpointError(h5::fileNameOf(file) + ": checkpoint format " +
+                              std::to_string(c.formatVersion) +
                               " is newer than this megabatch understands (" +
                               std::to_string(kCheckpointFormatVersion) + ")",
                           "resume with the megabatch version that wrote it");
@@ -271,7 +275,8 @@ FileImage buildImage(const std::string& path, const CheckpointContent& content) 
   writeNamed(file.get(), "optimizer", content.optimizer);
   writeNamed(file.get(), "extra", content.extra);
   if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0)
-    throw CheckpointError(path + ": flushing the checkpoint failed (" + detail::hdf5ErrorStack() + ")");
+    throw CheckpointError(path + ": flushing the checkpoint failed (" + detail::hdf5ErrorStack() +
+                          ")");
   file.close(kCode, path);
   out.size = endOfFile(out);
   if (out.size == 0 || out.size > out.capacity)
@@ -367,9 +372,10 @@ CheckpointContent readCheckpointFile(const std::string& path) {
     readNamed(extra.get(), c.extra);
     return c;
   } catch (const Error& error) {
-    throw CheckpointError("checkpoint " + path + " is unreadable, corrupt, or truncated: " + error.message(),
-                          "an older checkpoint in the same directory is used automatically; "
-                          "`megabatch inspect` shows what a file contains");
+    throw CheckpointError(
+        "checkpoint " + path + " is unreadable, corrupt, or truncated: " + error.message(),
+        "an older checkpoint in the same directory is used automatically; "
+        "`megabatch inspect` shows what a file contains");
   }
 }
 
@@ -409,25 +415,29 @@ std::string describeCheckpoint(const std::string& path) {
     bytes += t.numel() * t.element_size();
   }
   const TrainerState& s = c.trainer;
-  out << path << ": megabatch checkpoint (format " << c.formatVersion << "), all checksums verified\n"
+  out << path << ": megabatch checkpoint (format " << c.formatVersion
+      << "), all checksums verified\n"
       << "  saved:        " << c.savedAt << " by megabatch " << c.megabatchVersion << ", LibTorch "
       << c.torchVersion << ", world size " << c.worldSize << "\n"
-      << "  position:     step " << s.step << ", epoch " << s.epoch << ", next batch " << s.batchInEpoch
-      << ", samples seen " << s.samplesSeen << "\n"
+      << "  position:     step " << s.step << ", epoch " << s.epoch << ", next batch "
+      << s.batchInEpoch << ", samples seen " << s.samplesSeen << "\n"
       << "  data order:   V = " << s.canonicalShards << " canonical shards, seed " << s.seed
-      << ", global batch " << s.globalBatch << " (resumable on 1.." << s.canonicalShards << " ranks)\n"
-      << "  optimizer:    " << c.optimizerKind << ", " << c.optimizerSteps << " steps, lr " << c.lr << ", "
-      << c.optimizer.size() << " state tensors\n"
+      << ", global batch " << s.globalBatch << " (resumable on 1.." << s.canonicalShards
+      << " ranks)\n"
+      << "  optimizer:    " << c.optimizerKind << ", " << c.optimizerSteps << " steps, lr " << c.lr
+      << ", " << c.optimizer.size() << " state tensors\n"
       << "  early stop:   best " << s.bestMetric << " at step " << s.bestStep << ", "
       << s.evalsWithoutImprovement << " evaluations since\n"
       << "  data:         fingerprint " << c.dataFingerprint << "\n"
-      << "  model:        " << savedModelKind(c.configYaml) << ", " << c.model.size() << " tensors, "
-      << parameters << " values ("
-      << str::humanBytes(static_cast<double>(bytes)) << ")\n";
-  for (const auto& [name, t] : c.model) out << "    " << name << " " << t.sizes() << "\n";
+      << "  model:        " << savedModelKind(c.configYaml) << ", " << c.model.size()
+      << " tensors, " << parameters << " values (" << str::humanBytes(static_cast<double>(bytes))
+      << ")\n";
+  for (const auto& [name, t] : c.model)
+    out << "    " << name << " " << t.sizes() << "\n";
   if (!c.extra.empty()) {
     out << "  extra state:\n";
-    for (const auto& [name, t] : c.extra) out << "    " << name << " " << t.sizes() << "\n";
+    for (const auto& [name, t] : c.extra)
+      out << "    " << name << " " << t.sizes() << "\n";
   }
   return out.str();
 }
@@ -439,13 +449,16 @@ std::string CheckpointDirectory::stepPath(std::int64_t step) const {
   return (fs::path(dir_) / ("step-" + str::pad(step, 8) + ".h5")).string();
 }
 
-std::string CheckpointDirectory::bestPath() const { return (fs::path(dir_) / "best.h5").string(); }
+std::string CheckpointDirectory::bestPath() const {
+  return (fs::path(dir_) / "best.h5").string();
+}
 
 std::string CheckpointDirectory::save(const CheckpointContent& content) {
   fs::create_directories(dir_);
   std::string path = stepPath(content.trainer.step);
   writeCheckpointFile(path, content);
-  writeFileAtomically((fs::path(dir_) / "latest").string(), fs::path(path).filename().string() + "\n");
+  writeFileAtomically((fs::path(dir_) / "latest").string(),
+                      fs::path(path).filename().string() + "\n");
   prune(fs::path(path).filename().string());
   return path;
 }
@@ -463,9 +476,11 @@ std::vector<std::string> CheckpointDirectory::stepFiles() const {
     std::int64_t step = stepOfFile(name);
     if (step >= 0) found.emplace_back(step, entry.path().string());
   }
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<std::string> files;
-  for (auto& [step, path] : found) files.push_back(path);
+  for (auto& [step, path] : found)
+    files.push_back(path);
   return files;
 }
 
@@ -511,7 +526,8 @@ std::optional<std::pair<std::string, CheckpointContent>> CheckpointDirectory::lo
   std::string latest = readLatestName();
   if (!latest.empty()) candidates.push_back((fs::path(dir_) / latest).string());
   for (const auto& file : stepFiles()) {
-    if (std::find(candidates.begin(), candidates.end(), file) == candidates.end()) candidates.push_back(file);
+    if (std::find(candidates.begin(), candidates.end(), file) == candidates.end())
+      candidates.push_back(file);
   }
   if (candidates.empty()) return std::nullopt;
   std::vector<std::string> failures;
@@ -519,16 +535,18 @@ std::optional<std::pair<std::string, CheckpointContent>> CheckpointDirectory::lo
     try {
       CheckpointContent content = readCheckpointFile(path);
       if (!failures.empty())
-        log::get("ckpt").warn("falling back to {} (the newer checkpoint could not be loaded)", path);
+        log::get("ckpt").warn("falling back to {} (the newer checkpoint could not be loaded)",
+                              path);
       return std::make_pair(path, std::move(content));
     } catch (const Error& error) {
       log::get("ckpt").warn("{}", error.message());
       failures.push_back(path);
     }
   }
-  throw CheckpointError("no checkpoint in " + dir_ + " can be loaded (" + std::to_string(failures.size()) +
-                            " tried: " + str::join(failures, ", ") + ")",
-                        "move the damaged files away to start over, or set run.resume to a good checkpoint");
+  throw CheckpointError(
+      "no checkpoint in " + dir_ + " can be loaded (" + std::to_string(failures.size()) +
+          " tried: " + str::join(failures, ", ") + ")",
+      "move the damaged files away to start over, or set run.resume to a good checkpoint");
 }
 
 }  // namespace mb::train

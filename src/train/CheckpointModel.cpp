@@ -30,8 +30,9 @@ std::string resolveCheckpointPath(const std::string& fileOrRunDir) {
   std::getline(latest, name);
   name = str::trim(name);
   if (name.empty())
-    throw CheckpointError(fileOrRunDir + " has no checkpoints (no checkpoints/best.h5 or checkpoints/latest)",
-                          "train first, or pass a checkpoint file");
+    throw CheckpointError(
+        fileOrRunDir + " has no checkpoints (no checkpoints/best.h5 or checkpoints/latest)",
+        "train first, or pass a checkpoint file");
   return (dir / name).string();
 }
 
@@ -40,38 +41,46 @@ void loadModelState(model::Model& module, const NamedTensors& saved, const std::
   at::NoGradGuard noGrad;
   NamedTensors mine = model::stateDict(module);
   std::vector<std::string> aliases;
-  for (const auto& [alias, source] : module.tiedWeights()) aliases.push_back(alias);
+  for (const auto& [alias, source] : module.tiedWeights())
+    aliases.push_back(alias);
   for (auto& [name, target] : mine) {
     const at::Tensor* source = nullptr;
     for (const auto& [candidate, tensor] : saved) {
       if (candidate == name) source = &tensor;
     }
-    if (source == nullptr && std::find(aliases.begin(), aliases.end(), name) != aliases.end()) continue;
+    if (source == nullptr && std::find(aliases.begin(), aliases.end(), name) != aliases.end())
+      continue;
     if (source == nullptr)
-      throw CheckpointError(file + ": the model has '" + name + "' but the checkpoint does not",
-                            "the config's model.* keys must match the run that wrote the checkpoint");
+      throw CheckpointError(
+          file + ": the model has '" + name + "' but the checkpoint does not",
+          "the config's model.* keys must match the run that wrote the checkpoint");
     if (source->sizes() != target.sizes())
-      throw CheckpointError(file + ": '" + name + "' has shape " + c10::str(source->sizes()) +
-                                " in the checkpoint but " + c10::str(target.sizes()) + " in the model",
-                            "the config's model.* keys must match the run that wrote the checkpoint");
+      throw CheckpointError(
+          file + ": '" + name + "' has shape " + c10::str(source->sizes()) +
+              " in the checkpoint but " + c10::str(target.sizes()) + " in the model",
+          "the config's model.* keys must match the run that wrote the checkpoint");
     target.copy_(*source);
   }
   for (const auto& [name, tensor] : saved) {
     bool known = false;
-    for (const auto& entry : mine) known = known || entry.first == name;
+    for (const auto& entry : mine)
+      known = known || entry.first == name;
     if (!known)
-      throw CheckpointError(file + ": the checkpoint has '" + name + "', which this model does not",
-                            "the config's model.* keys must match the run that wrote the checkpoint");
+      throw CheckpointError(
+          file + ": the checkpoint has '" + name + "', which this model does not",
+          "the config's model.* keys must match the run that wrote the checkpoint");
   }
 }
 
-TrainedModel loadTrainedModel(const std::string& fileOrRunDir, const std::vector<std::string>& overrides) {
+TrainedModel loadTrainedModel(const std::string& fileOrRunDir,
+                              const std::vector<std::string>& overrides) {
   TrainedModel run;
   run.path = resolveCheckpointPath(fileOrRunDir);
   run.checkpoint = readCheckpointFile(run.path);
   run.config = parseConfig(run.checkpoint.configYaml, run.path + " (/meta config)", overrides);
   data::DataInfo info = data::modelSpecFromYaml(run.checkpoint.dataInfoYaml);
-  run.model = model::buildModel(run.config.model, info, static_cast<std::uint64_t>(run.config.train.seed));
+  run.model =
+      model::buildModel(run.config.model, info, static_cast<std::uint64_t>(run.config.train.seed));
   loadModelState(*run.model, run.checkpoint.model, run.path);
   run.model->loadExtraState(run.checkpoint.extra);
   run.model->eval();

@@ -32,6 +32,7 @@ struct TrainedModel {
 
 // Reads the checkpoint, parses its config (plus `overrides`), rebuilds the model from the
 // checkpoint's data description, and loads the weights. The model is on the CPU in eval mode.
-TrainedModel loadTrainedModel(const std::string& fileOrRunDir, const std::vector<std::string>& overrides);
+TrainedModel loadTrainedModel(const std::string& fileOrRunDir,
+                              const std::vector<std::string>& overrides);
 
 }  // namespace mb::train

@@ -16,9 +16,9 @@
 
 namespace mb::train {
 
-std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedData& data, data::Split split,
-                                            dist::Communicator& control, c10::Device device,
-                                            const EvalOptions& options) {
+std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedData& data,
+                                            data::Split split, dist::Communicator& control,
+                                            c10::Device device, const EvalOptions& options) {
   const bool wasTraining = model.is_training();
   model.eval();
   at::NoGradGuard noGrad;
@@ -44,8 +44,10 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
   auto t = total.accessor<double, 1>();
   const double terms = std::max(1.0, t[0] * static_cast<double>(model.termsPerSample()));
   const std::string prefix = std::string(data::toString(split)) + "_";
-  std::map<std::string, double> results{{prefix + "loss", t[1] / terms}, {prefix + "samples", t[0]}};
-  for (std::size_t i = 0; i < names.size(); ++i) results[prefix + names[i]] = t[i + 2] / terms;
+  std::map<std::string, double> results{{prefix + "loss", t[1] / terms},
+                                        {prefix + "samples", t[0]}};
+  for (std::size_t i = 0; i < names.size(); ++i)
+    results[prefix + names[i]] = t[i + 2] / terms;
   model.train(wasTraining);
   return results;
 }
@@ -62,7 +64,8 @@ std::vector<std::string> readTextRows(hid_t group, const std::string& name) {
   const auto* bytes = rows.data_ptr<std::uint8_t>();
   const std::int64_t width = rows.size(1);
   for (std::int64_t r = 0; r < rows.size(0); ++r) {
-    std::string text(reinterpret_cast<const char*>(bytes + r * width), static_cast<std::size_t>(width));
+    std::string text(reinterpret_cast<const char*>(bytes + r * width),
+                     static_cast<std::size_t>(width));
     text.resize(text.find('\0') == std::string::npos ? text.size() : text.find('\0'));
     out.push_back(text);
   }
@@ -90,27 +93,34 @@ std::optional<ExactMatch> arithmeticExactMatch(model::Model& model, const std::s
 
   // Greedy answers, one batch per prompt length (generate() takes equal-length rows).
   std::size_t longestAnswer = 1;
-  for (std::size_t i = 0; i < count; ++i) longestAnswer = std::max(longestAnswer, answers[i].size());
+  for (std::size_t i = 0; i < count; ++i)
+    longestAnswer = std::max(longestAnswer, answers[i].size());
   model::SamplingOptions options;
   options.maxNewTokens = static_cast<std::int64_t>(longestAnswer) + 2;
   options.stopTokens = {'\n'};
   // In the corpus every problem follows the previous one's newline; the prompt starts the same
   // way, so the model knows a new problem begins (not the middle of a number).
   std::vector<std::string> inputs(count);
-  for (std::size_t i = 0; i < count; ++i) inputs[i] = "\n" + prompts[i];
+  for (std::size_t i = 0; i < count; ++i)
+    inputs[i] = "\n" + prompts[i];
   std::map<std::size_t, std::vector<std::size_t>> byLength;
-  for (std::size_t i = 0; i < count; ++i) byLength[inputs[i].size()].push_back(i);
+  for (std::size_t i = 0; i < count; ++i)
+    byLength[inputs[i].size()].push_back(i);
   std::vector<std::string> generated(count);
   auto* gpt = dynamic_cast<model::Gpt*>(&model);
-  if (gpt == nullptr) throw ConfigError("exact-match evaluation needs a gpt model (model.kind = gpt)");
+  if (gpt == nullptr)
+    throw ConfigError("exact-match evaluation needs a gpt model (model.kind = gpt)");
   for (const auto& [length, indices] : byLength) {
-    at::Tensor batch = at::empty({static_cast<std::int64_t>(indices.size()), static_cast<std::int64_t>(length)}, at::kLong);
+    at::Tensor batch = at::empty(
+        {static_cast<std::int64_t>(indices.size()), static_cast<std::int64_t>(length)}, at::kLong);
     for (std::size_t row = 0; row < indices.size(); ++row) {
       const std::string& p = inputs[indices[row]];
-      for (std::size_t c = 0; c < length; ++c) batch[row][c] = static_cast<std::int64_t>(static_cast<unsigned char>(p[c]));
+      for (std::size_t c = 0; c < length; ++c)
+        batch[row][c] = static_cast<std::int64_t>(static_cast<unsigned char>(p[c]));
     }
     std::vector<model::Generation> out = model::generate(*gpt, batch, options);
-    for (std::size_t row = 0; row < indices.size(); ++row) generated[indices[row]] = out[row].text;
+    for (std::size_t row = 0; row < indices.size(); ++row)
+      generated[indices[row]] = out[row].text;
   }
 
   ExactMatch result;

@@ -31,9 +31,9 @@ struct EvalOptions {
 
 // Collective over `control`: the loss and metrics of `split` over every rank's part, as
 // {"val_loss", "val_mse", ..., "val_samples"}. Forward passes only (eval mode, no autograd).
-std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedData& data, data::Split split,
-                                            dist::Communicator& control, c10::Device device,
-                                            const EvalOptions& options);
+std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedData& data,
+                                            data::Split split, dist::Communicator& control,
+                                            c10::Device device, const EvalOptions& options);
 
 // Exact-match accuracy of greedy answers on the held-out problems of an arithmetic corpus
 // (`megabatch data arith` stores them in /heldout). nullopt when the file has none.
@@ -41,7 +41,9 @@ struct ExactMatch {
   struct Count {
     std::int64_t correct = 0;
     std::int64_t total = 0;
-    double accuracy() const { return total ? static_cast<double>(correct) / static_cast<double>(total) : 0.0; }
+    double accuracy() const {
+      return total ? static_cast<double>(correct) / static_cast<double>(total) : 0.0;
+    }
   };
   std::map<std::string, Count> perOperation;  // "+", "-", "*", "/"
   Count overall;

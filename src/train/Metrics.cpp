@@ -54,7 +54,10 @@ JsonRecord& JsonRecord::add(const std::string& key, double value) {
   if (std::isfinite(value)) {
     std::snprintf(buffer, sizeof(buffer), "%.9g", value);
   } else {
-    std::snprintf(buffer, sizeof(buffer), "%s", std::isnan(value) ? "NaN" : value > 0 ? "Infinity" : "-Infinity");
+    std::snprintf(buffer, sizeof(buffer), "%s",
+                  std::isnan(value) ? "NaN"
+                  : value > 0       ? "Infinity"
+                                    : "-Infinity");
   }
   fields_.emplace_back(key, buffer);
   return *this;
@@ -95,12 +98,14 @@ MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumedStep) 
     existing.close();
     if (dropped) {
       std::string text;
-      for (const auto& line : kept) text += line + "\n";
+      for (const auto& line : kept)
+        text += line + "\n";
       writeFileAtomically(path, text);
     }
   }
   out_.open(path, std::ios::app);
-  if (!out_) throw RuntimeError("cannot open " + path + " for writing", "check that run.dir is writable");
+  if (!out_)
+    throw RuntimeError("cannot open " + path + " for writing", "check that run.dir is writable");
 }
 
 void MetricsWriter::write(const JsonRecord& record) {

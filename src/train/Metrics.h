@@ -17,7 +17,9 @@ class JsonRecord {
   JsonRecord& add(const std::string& key, double value);
   JsonRecord& add(const std::string& key, std::int64_t value);
   JsonRecord& add(const std::string& key, const std::string& value);
-  JsonRecord& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
+  JsonRecord& add(const std::string& key, const char* value) {
+    return add(key, std::string(value));
+  }
   std::string str() const;
 
  private:

@@ -19,7 +19,8 @@ struct Group {
 
 Optimizer::Optimizer(const OptimConfig& config, NamedTensors parameters)
     : config_(config), parameters_(std::move(parameters)) {
-  for (const auto& [name, p] : parameters_) decays_.push_back(p.dim() >= 2);
+  for (const auto& [name, p] : parameters_)
+    decays_.push_back(p.dim() >= 2);
   ensureState();
 }
 
@@ -98,7 +99,8 @@ void Optimizer::stepSgd(double lr) {
   if (config_.momentum > 0) {
     // torch.optim.SGD: the first step's buffer is the gradient itself (no dampening).
     if (steps_ == 1) {
-      for (auto i : c10::irange(buffers.size())) buffers[i].copy_(grads[i]);
+      for (auto i : c10::irange(buffers.size()))
+        buffers[i].copy_(grads[i]);
     } else {
       at::_foreach_mul_(buffers, config_.momentum);
       at::_foreach_add_(buffers, grads);
@@ -143,11 +145,13 @@ void Optimizer::loadState(const NamedTensors& state, std::int64_t steps) {
       if (candidate == name) source = &tensor;
     }
     if (source == nullptr)
-      throw CheckpointError("optimizer state '" + name + "' is missing from the checkpoint",
-                            "was the checkpoint written with another optim.name? Resume with the same optimizer");
+      throw CheckpointError(
+          "optimizer state '" + name + "' is missing from the checkpoint",
+          "was the checkpoint written with another optim.name? Resume with the same optimizer");
     if (source->sizes() != target.sizes())
-      throw CheckpointError("optimizer state '" + name + "' has shape " + c10::str(source->sizes()) +
-                            " in the checkpoint but the model needs " + c10::str(target.sizes()));
+      throw CheckpointError("optimizer state '" + name + "' has shape " +
+                            c10::str(source->sizes()) + " in the checkpoint but the model needs " +
+                            c10::str(target.sizes()));
     target.copy_(*source);
   }
   steps_ = steps;
@@ -155,10 +159,12 @@ void Optimizer::loadState(const NamedTensors& state, std::int64_t steps) {
 
 double learningRate(const OptimConfig& config, std::int64_t step, std::int64_t totalSteps) {
   const double peak = config.lr;
-  if (step < config.warmupSteps) return peak * static_cast<double>(step + 1) / static_cast<double>(config.warmupSteps);
+  if (step < config.warmupSteps)
+    return peak * static_cast<double>(step + 1) / static_cast<double>(config.warmupSteps);
   if (config.schedule == ScheduleKind::kConstant) return peak;
   const double floor = peak * config.minLrRatio;
-  const double span = static_cast<double>(std::max<std::int64_t>(1, totalSteps - config.warmupSteps));
+  const double span =
+      static_cast<double>(std::max<std::int64_t>(1, totalSteps - config.warmupSteps));
   const double progress = std::min(1.0, static_cast<double>(step - config.warmupSteps) / span);
   if (config.schedule == ScheduleKind::kLinear) return peak - (peak - floor) * progress;
   return floor + (peak - floor) * 0.5 * (1.0 + std::cos(M_PI * progress));

@@ -19,12 +19,16 @@ constexpr double kRateWindow = 2.0;
 }  // namespace
 
 ProgressBar::ProgressBar(ProgressKind kind, bool root) {
-  enabled_ = root && (kind == ProgressKind::kBar || (kind == ProgressKind::kAuto && log::consoleIsTerminal()));
+  enabled_ = root && (kind == ProgressKind::kBar ||
+                      (kind == ProgressKind::kAuto && log::consoleIsTerminal()));
 }
 
-ProgressBar::~ProgressBar() { finish(); }
+ProgressBar::~ProgressBar() {
+  finish();
+}
 
-void ProgressBar::update(std::int64_t step, std::int64_t totalSteps, std::int64_t samples, double lr) {
+void ProgressBar::update(std::int64_t step, std::int64_t totalSteps, std::int64_t samples,
+                         double lr) {
   if (!enabled_) return;
   const auto now = Clock::now();
   rateSamples_ += samples;
@@ -39,7 +43,8 @@ void ProgressBar::update(std::int64_t step, std::int64_t totalSteps, std::int64_
       rateSteps_ = 0;
     }
   }
-  if (step < totalSteps && std::chrono::duration<double>(now - lastDraw_).count() < kDrawInterval) return;
+  if (step < totalSteps && std::chrono::duration<double>(now - lastDraw_).count() < kDrawInterval)
+    return;
   lastDraw_ = now;
   const double left = static_cast<double>(totalSteps - step) * secondsPerStep_;
   log::setStatusLine(render(step, totalSteps, loss_, lr, samplesPerSecond_, left,
@@ -51,13 +56,15 @@ void ProgressBar::finish() {
 }
 
 std::string ProgressBar::render(std::int64_t step, std::int64_t totalSteps, double loss, double lr,
-                                double samplesPerSecond, double secondsLeft, double memoryBytes, int columns) {
-  const double fraction = totalSteps > 0 ? std::clamp(static_cast<double>(step) / totalSteps, 0.0, 1.0) : 0.0;
+                                double samplesPerSecond, double secondsLeft, double memoryBytes,
+                                int columns) {
+  const double fraction =
+      totalSteps > 0 ? std::clamp(static_cast<double>(step) / totalSteps, 0.0, 1.0) : 0.0;
   const std::string head = fmt::format("step {}/{} ", step, totalSteps);
   const std::string tail =
-      fmt::format(" {:3.0f}% | loss {} | lr {:.3g} | {:.0f} samples/s | eta {} | mem {}", 100 * fraction,
-                  loss >= 0 ? fmt::format("{:.5g}", loss) : std::string("-"), lr, samplesPerSecond,
-                  str::humanDuration(secondsLeft), str::humanBytes(memoryBytes));
+      fmt::format(" {:3.0f}% | loss {} | lr {:.3g} | {:.0f} samples/s | eta {} | mem {}",
+                  100 * fraction, loss >= 0 ? fmt::format("{:.5g}", loss) : std::string("-"), lr,
+                  samplesPerSecond, str::humanDuration(secondsLeft), str::humanBytes(memoryBytes));
   // The bar takes what the numbers leave of the line, between 10 and 30 cells.
   const int room = columns - 1 - static_cast<int>(head.size() + tail.size()) - 2;
   std::string line = head;

@@ -1,6 +1,7 @@
 #pragma once
 // The rank-0 progress bar on a terminal (run.progress: auto | bar | lines):
-//   step 1200/5000 [######------------] 24% | loss 1.402 | lr 3.2e-3 | 1850 samples/s | eta 2m03s | mem 218 MiB
+//   step 1200/5000 [######------------] 24% | loss 1.402 | lr 3.2e-3 | 1850 samples/s | eta 2m03s |
+//   mem 218 MiB
 // It is redrawn at most a few times a second from rank-local timings, so it costs no host sync
 // or collective; the loss shown is the one of the last log line (which did the reduction).
 #include <chrono>
@@ -28,7 +29,8 @@ class ProgressBar {
 
   // The bar's text for a terminal `columns` wide (exposed for tests).
   static std::string render(std::int64_t step, std::int64_t totalSteps, double loss, double lr,
-                            double samplesPerSecond, double secondsLeft, double memoryBytes, int columns);
+                            double samplesPerSecond, double secondsLeft, double memoryBytes,
+                            int columns);
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -25,10 +25,13 @@ void installStopSignalHandlers() {
   action.sa_handler = recordStopSignal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
-  for (int signal : {SIGTERM, SIGUSR1, SIGINT}) sigaction(signal, &action, nullptr);
+  for (int signal : {SIGTERM, SIGUSR1, SIGINT})
+    sigaction(signal, &action, nullptr);
 }
 
-int pendingStopSignal() { return gSignal.load(); }
+int pendingStopSignal() {
+  return gSignal.load();
+}
 
 const char* signalName(int signal) {
   switch (signal) {

@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
@@ -45,7 +45,9 @@ double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-spdlog::logger& logger() { return log::get("train"); }
+spdlog::logger& logger() {
+  return log::get("train");
+}
 
 }  // namespace
 
@@ -71,9 +73,13 @@ Trainer::Trainer(Config config, dist::Runtime& runtime)
 
 Trainer::~Trainer() = default;
 
-bool Trainer::isRoot() const { return runtime_.rank() == 0; }
+bool Trainer::isRoot() const {
+  return runtime_.rank() == 0;
+}
 
-double Trainer::currentLr() const { return learningRate(config_.optim, state_.step, totalSteps_); }
+double Trainer::currentLr() const {
+  return learningRate(config_.optim, state_.step, totalSteps_);
+}
 
 // --- set-up ----------------------------------------------------------------------
 
@@ -91,7 +97,8 @@ void Trainer::setUpDevice() {
   }
   int threads = runtime_.cpuThreadsPerRank(config_.train.threads);
   at::set_num_threads(threads);
-  logger().info("device {}, {} CPU threads per rank, {} rank(s)", device_.str(), threads, runtime_.size());
+  logger().info("device {}, {} CPU threads per rank, {} rank(s)", device_.str(), threads,
+                runtime_.size());
   dataComm_ = runtime_.makeDataCommunicator(config_.dist.backend, useCuda ? "cuda" : "cpu",
                                             useCuda ? device_.index() : -1);
   at::manual_seed(static_cast<std::uint64_t>(config_.train.seed) * 1000003ULL + runtime_.rank());
@@ -118,14 +125,15 @@ std::optional<CheckpointContent> Trainer::findResumePoint() {
     const std::string& mode = config_.run.resume;
     if (mode == "never") {
       if (!checkpoints_->stepFiles().empty())
-        throw ConfigError("run.resume = never, but " + checkpoints_->path() + " already holds checkpoints",
-                          "choose a new run.dir, or set run.resume=auto to continue that run");
+        throw ConfigError(
+            "run.resume = never, but " + checkpoints_->path() + " already holds checkpoints",
+            "choose a new run.dir, or set run.resume=auto to continue that run");
       return;
     }
     if (mode == "auto") {
       if (auto found = checkpoints_->loadNewest()) {
-        logger().info("resuming from {} (step {}, saved on {} ranks)", found->first, found->second.trainer.step,
-                      found->second.worldSize);
+        logger().info("resuming from {} (step {}, saved on {} ranks)", found->first,
+                      found->second.trainer.step, found->second.worldSize);
         resumed = std::move(found->second);
       }
       return;
@@ -137,10 +145,11 @@ std::optional<CheckpointContent> Trainer::findResumePoint() {
   at::Tensor header = at::zeros({12}, at::kDouble);
   if (resumed) {
     const TrainerState& s = resumed->trainer;
-    header = at::tensor({1.0, double(s.step), double(s.epoch), double(s.batchInEpoch), double(s.samplesSeen),
-                         double(s.canonicalShards), double(s.seed), double(s.globalBatch), double(s.badSteps),
-                         s.bestMetric, double(s.bestStep), double(s.evalsWithoutImprovement)},
-                        at::kDouble);
+    header = at::tensor(
+        {1.0, double(s.step), double(s.epoch), double(s.batchInEpoch), double(s.samplesSeen),
+         double(s.canonicalShards), double(s.seed), double(s.globalBatch), double(s.badSteps),
+         s.bestMetric, double(s.bestStep), double(s.evalsWithoutImprovement)},
+        at::kDouble);
   }
   control_.broadcast(header, 0, "resume header");
   auto h = header.accessor<double, 1>();
@@ -174,9 +183,10 @@ void Trainer::applyCheckpointOrder(const std::optional<CheckpointContent>& resum
   }
   auto keep = [&](const char* key, std::int64_t& configValue, std::int64_t saved) {
     if (configValue != saved)
-      logger().warn("{} = {} in the config, but the run was started with {}: keeping {} so the data order "
-                    "continues exactly",
-                    key, configValue, saved, saved);
+      logger().warn(
+          "{} = {} in the config, but the run was started with {}: keeping {} so the data order "
+          "continues exactly",
+          key, configValue, saved, saved);
     configValue = saved;
   };
   keep("data.canonical_shards", config_.data.canonicalShards, state_.canonicalShards);
@@ -185,7 +195,8 @@ void Trainer::applyCheckpointOrder(const std::optional<CheckpointContent>& resum
 }
 
 void Trainer::buildModelAndOptimizer() {
-  model_ = model::buildModel(config_.model, data_->info(), static_cast<std::uint64_t>(config_.train.seed));
+  model_ = model::buildModel(config_.model, data_->info(),
+                             static_cast<std::uint64_t>(config_.train.seed));
   model_->to(device_);
   NamedTensors parameters;
   std::vector<at::Tensor> tensors;
@@ -196,9 +207,11 @@ void Trainer::buildModelAndOptimizer() {
     names.push_back(item.key());
   }
   optimizer_ = std::make_unique<Optimizer>(config_.optim, parameters);
-  reducer_ = std::make_unique<dist::GradientReducer>(dataComm_, tensors, names, dist::reducerOptionsFrom(config_.dist));
+  reducer_ = std::make_unique<dist::GradientReducer>(dataComm_, tensors, names,
+                                                     dist::reducerOptionsFrom(config_.dist));
   std::int64_t count = 0;
-  for (const auto& t : tensors) count += t.numel();
+  for (const auto& t : tensors)
+    count += t.numel();
   logger().info("model {}: {} parameters in {} tensors, {} gradient buckets", model_->kind(), count,
                 tensors.size(), reducer_->bucketLayout().size());
 }
@@ -216,11 +229,13 @@ void Trainer::restoreFrom(std::optional<CheckpointContent>& resumed) {
   }
   dist::synchronizeParameters(*dataComm_, *model_);
   if (!resumed) return;
-  for (auto& [name, tensor] : optimizer_->state()) dataComm_->broadcast(tensor, 0, "optimizer state " + name);
+  for (auto& [name, tensor] : optimizer_->state())
+    dataComm_->broadcast(tensor, 0, "optimizer state " + name);
   at::Tensor steps = at::full({1}, static_cast<double>(resumed->optimizerSteps), at::kDouble);
   control_.broadcast(steps, 0, "optimizer steps");
   NamedTensors extra = model_->extraState();
-  for (auto& [name, tensor] : extra) dataComm_->broadcast(tensor, 0, "extra state " + name);
+  for (auto& [name, tensor] : extra)
+    dataComm_->broadcast(tensor, 0, "extra state " + name);
   if (!isRoot()) {
     optimizer_->loadState(optimizer_->state(), std::llround(steps.item<double>()));
     model_->loadExtraState(extra);
@@ -244,19 +259,23 @@ RunOutcome Trainer::run() {
   restoreFrom(resumed);
 
   const std::int64_t perEpoch = data_->batchesPerEpoch();
-  totalSteps_ = config_.train.maxSteps > 0 ? config_.train.maxSteps : config_.train.epochs * perEpoch;
+  totalSteps_ =
+      config_.train.maxSteps > 0 ? config_.train.maxSteps : config_.train.epochs * perEpoch;
   microBatch_ = config_.train.microBatch > 0
                     ? config_.train.microBatch
                     : (config_.train.globalBatch + runtime_.size() - 1) / runtime_.size();
   if (isRoot()) {
-    writeFileAtomically((fs::path(config_.run.dir) / "config.yaml").string(), configToYaml(config_));
-    metrics_ = std::make_unique<MetricsWriter>((fs::path(config_.run.dir) / "metrics.jsonl").string(), state_.step);
+    writeFileAtomically((fs::path(config_.run.dir) / "config.yaml").string(),
+                        configToYaml(config_));
+    metrics_ = std::make_unique<MetricsWriter>(
+        (fs::path(config_.run.dir) / "metrics.jsonl").string(), state_.step);
   }
   lastCheckpointStep_ = state_.step;
-  logger().info("training {} steps ({} per epoch) from step {}: global batch {}, micro batch {} per rank, "
-                "{} ranks, precision {}",
-                totalSteps_, perEpoch, state_.step, config_.train.globalBatch, microBatch_, runtime_.size(),
-                toString(config_.train.precision));
+  logger().info(
+      "training {} steps ({} per epoch) from step {}: global batch {}, micro batch {} per rank, "
+      "{} ranks, precision {}",
+      totalSteps_, perEpoch, state_.step, config_.train.globalBatch, microBatch_, runtime_.size(),
+      toString(config_.train.precision));
 
   progress_ = std::make_unique<ProgressBar>(config_.run.progress, isRoot());
   Window window;
@@ -283,7 +302,8 @@ RunOutcome Trainer::run() {
     bool epochEnded = state_.batchInEpoch == perEpoch;
     bool last = state_.step == totalSteps_;
     logStep(step, window, last || epochEnded);
-    progress_->update(state_.step, totalSteps_, step.samples, learningRate(config_.optim, state_.step - 1, totalSteps_));
+    progress_->update(state_.step, totalSteps_, step.samples,
+                      learningRate(config_.optim, state_.step - 1, totalSteps_));
     if (epochEnded) {
       checkMemoryGrowth();
       ++state_.epoch;
@@ -294,12 +314,15 @@ RunOutcome Trainer::run() {
       outcome = RunOutcome::kTooManyBadSteps;
       break;
     }
-    bool evalNow = (config_.train.evalEvery > 0 && state_.step % config_.train.evalEvery == 0) || epochEnded || last;
+    bool evalNow = (config_.train.evalEvery > 0 && state_.step % config_.train.evalEvery == 0) ||
+                   epochEnded || last;
     if (evalNow && afterEvaluation(evaluate(data::Split::kVal))) {
       outcome = RunOutcome::kEarlyStopped;
       break;
     }
-    bool checkpointNow = config_.run.checkpointEvery > 0 ? state_.step % config_.run.checkpointEvery == 0 : epochEnded;
+    bool checkpointNow = config_.run.checkpointEvery > 0
+                             ? state_.step % config_.run.checkpointEvery == 0
+                             : epochEnded;
     if (checkpointNow || last) saveCheckpoint(last ? "end of training" : "scheduled");
     if (stopRequested()) {
       outcome = RunOutcome::kPreempted;
@@ -309,10 +332,13 @@ RunOutcome Trainer::run() {
   progress_->finish();
   if (state_.step != lastCheckpointStep_) saveCheckpoint("stop");
   if (outcome == RunOutcome::kTooManyBadSteps)
-    logger().error("stopping: {} consecutive steps had a non-finite loss or gradient (train.max_bad_steps = {}); "
-                   "updates were skipped, so checkpoints/latest holds the last good parameters. Lower optim.lr, "
-                   "raise train.grad_clip, or check the data for extreme values",
-                   state_.badSteps, config_.train.maxBadSteps);
+    logger().error(
+        "stopping: {} consecutive steps had a non-finite loss or gradient (train.max_bad_steps = "
+        "{}); "
+        "updates were skipped, so checkpoints/latest holds the last good parameters. Lower "
+        "optim.lr, "
+        "raise train.grad_clip, or check the data for extreme values",
+        state_.badSteps, config_.train.maxBadSteps);
   return outcome;
 }
 
@@ -321,7 +347,8 @@ Trainer::StepResult Trainer::trainStep() {
   const std::int64_t local = data_->localCount(batch);
   const std::int64_t global = data_->globalCount(batch);
   // Note: the loss is divided by the GLOBAL count, so summed gradients are the global mean.
-  const double normalizer = static_cast<double>(global) * static_cast<double>(model_->termsPerSample());
+  const double normalizer =
+      static_cast<double>(global) * static_cast<double>(model_->termsPerSample());
   const std::int64_t microSteps = (local + microBatch_ - 1) / microBatch_;
   StepResult result;
   result.samples = global;
@@ -362,8 +389,9 @@ Trainer::StepResult Trainer::trainStep() {
       at::_foreach_mul_(grads, config_.train.gradClip / (result.gradNorm + 1e-6));
     optimizer_->step(currentLr());
   } else {
-    logger().warn("step {}: non-finite gradient norm ({}); update skipped on every rank ({} in a row)",
-                  state_.step + 1, result.gradNorm, state_.badSteps + 1);
+    logger().warn(
+        "step {}: non-finite gradient norm ({}); update skipped on every rank ({} in a row)",
+        state_.step + 1, result.gradNorm, state_.badSteps + 1);
   }
   optimizer_->zeroGrad();
   result.loss = lossSum / normalizer;
@@ -398,11 +426,16 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
   const double memoryMb = static_cast<double>(processMemoryBytes()) / (1 << 20);
   const double remaining = static_cast<double>(totalSteps_ - state_.step) * stepSeconds;
   const bool tokens = data_->info().layout == Layout::kTokens;
-  const double tokensPerSecond = tokens ? samplesPerSecond * static_cast<double>(model_->termsPerSample()) : 0;
+  const double tokensPerSecond =
+      tokens ? samplesPerSecond * static_cast<double>(model_->termsPerSample()) : 0;
   if (metrics_) {
     JsonRecord record;
-    record.add("event", "train").add("step", state_.step).add("epoch", state_.epoch).add("split", "train");
-    record.add("loss", meanLoss).add("lr", learningRate(config_.optim, state_.step - 1, totalSteps_));
+    record.add("event", "train")
+        .add("step", state_.step)
+        .add("epoch", state_.epoch)
+        .add("split", "train");
+    record.add("loss", meanLoss)
+        .add("lr", learningRate(config_.optim, state_.step - 1, totalSteps_));
     record.add("samples_per_s", samplesPerSecond);
     if (tokens) record.add("tokens_per_s", tokensPerSecond);
     record.add("step_time_s", stepSeconds).add("data_time_s", window.dataSeconds / window.steps);
@@ -412,24 +445,31 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
     metrics_->write(record);
   }
   progress_->setLoss(meanLoss);
-  const double percent = 100.0 * static_cast<double>(state_.step) / static_cast<double>(totalSteps_);
-  logger().info("step {}/{} ({:.0f}%) | loss {:.5g} | lr {:.3g} | {:.0f} samples/s{} | step {:.1f} ms | eta {} | mem {}",
-                state_.step, totalSteps_, percent, meanLoss, learningRate(config_.optim, state_.step - 1, totalSteps_),
-                samplesPerSecond, tokens ? fmt::format(" | {:.0f} tokens/s", tokensPerSecond) : std::string(),
-                1000.0 * stepSeconds, str::humanDuration(remaining),
-                str::humanBytes(static_cast<double>(processMemoryBytes())));
-  // Rank 0 speaks for the job, on the first slow window and then every 20th, so SLURM logs stay readable.
+  const double percent =
+      100.0 * static_cast<double>(state_.step) / static_cast<double>(totalSteps_);
+  logger().info(
+      "step {}/{} ({:.0f}%) | loss {:.5g} | lr {:.3g} | {:.0f} samples/s{} | step {:.1f} ms | eta "
+      "{} | mem {}",
+      state_.step, totalSteps_, percent, meanLoss,
+      learningRate(config_.optim, state_.step - 1, totalSteps_), samplesPerSecond,
+      tokens ? fmt::format(" | {:.0f} tokens/s", tokensPerSecond) : std::string(),
+      1000.0 * stepSeconds, str::humanDuration(remaining),
+      str::humanBytes(static_cast<double>(processMemoryBytes())));
+  // Rank 0 speaks for the job, on the first slow window and then every 20th, so SLURM logs stay
+  // readable.
   const bool slowData = dataShare > 0.10;
   const bool slowComm = commShare > 0.10 && runtime_.size() > 1;
   if (isRoot() && (slowData || slowComm) && slowWindows_++ % 20 == 0) {
     if (slowData)
-      logger().warn("input pipeline: data time is {:.0f}% of step time; the model waits for batches "
-                    "(use data.residency=device or host rather than stream, or give each rank more threads)",
-                    100 * dataShare);
+      logger().warn(
+          "input pipeline: data time is {:.0f}% of step time; the model waits for batches "
+          "(use data.residency=device or host rather than stream, or give each rank more threads)",
+          100 * dataShare);
     if (slowComm)
-      logger().warn("communication: waiting for gradients takes {:.0f}% of step time (a slower rank, or the "
-                    "network: try a larger per-rank batch, dist.grad_dtype=bf16, or fewer ranks per node)",
-                    100 * commShare);
+      logger().warn(
+          "communication: waiting for gradients takes {:.0f}% of step time (a slower rank, or the "
+          "network: try a larger per-rank batch, dist.grad_dtype=bf16, or fewer ranks per node)",
+          100 * commShare);
   }
   window = Window();
 }
@@ -441,23 +481,31 @@ std::map<std::string, double> Trainer::evaluate(data::Split split) {
   options.precision = config_.train.precision;
   if (config_.train.evalBatches > 0)
     options.maxSamplesPerRank =
-        (config_.train.evalBatches * config_.train.globalBatch + runtime_.size() - 1) / runtime_.size();
-  std::map<std::string, double> results = evaluateSplit(*model_, *data_, split, control_, device_, options);
+        (config_.train.evalBatches * config_.train.globalBatch + runtime_.size() - 1) /
+        runtime_.size();
+  std::map<std::string, double> results =
+      evaluateSplit(*model_, *data_, split, control_, device_, options);
   const std::string prefix = std::string(data::toString(split)) + "_";
   const auto samples = static_cast<std::int64_t>(results[prefix + "samples"]);
   results.erase(prefix + "samples");
   if (metrics_) {
     JsonRecord record;
-    record.add("event", "eval").add("step", state_.step).add("epoch", state_.epoch).add("split", data::toString(split));
+    record.add("event", "eval")
+        .add("step", state_.step)
+        .add("epoch", state_.epoch)
+        .add("split", data::toString(split));
     record.add("samples", samples);
-    for (const auto& [name, value] : results) record.add(name.substr(prefix.size()), value);
-    record.add("eval_time_s", secondsSince(start)).add("time", static_cast<double>(std::time(nullptr)));
+    for (const auto& [name, value] : results)
+      record.add(name.substr(prefix.size()), value);
+    record.add("eval_time_s", secondsSince(start))
+        .add("time", static_cast<double>(std::time(nullptr)));
     metrics_->write(record);
   }
   std::string line;
-  for (const auto& [name, value] : results) line += fmt::format(" | {} {:.5g}", name, value);
-  logger().info("eval at step {} on {} {} samples{} ({:.1f} s)", state_.step, samples, data::toString(split), line,
-                secondsSince(start));
+  for (const auto& [name, value] : results)
+    line += fmt::format(" | {} {:.5g}", name, value);
+  logger().info("eval at step {} on {} {} samples{} ({:.1f} s)", state_.step, samples,
+                data::toString(split), line, secondsSince(start));
   return results;
 }
 
@@ -465,14 +513,16 @@ bool Trainer::afterEvaluation(const std::map<std::string, double>& metrics) {
   const auto& rule = config_.train.earlyStopping;
   auto it = metrics.find(rule.metric);
   if (it == metrics.end()) {
-    logger().warn("train.early_stopping.metric = {} is not among the evaluation metrics; best.h5 is not kept",
-                  rule.metric);
+    logger().warn(
+        "train.early_stopping.metric = {} is not among the evaluation metrics; best.h5 is not kept",
+        rule.metric);
     return false;
   }
   const double value = it->second;
   const bool minimise = rule.mode == MetricMode::kMin;
-  const bool improved = std::isnan(state_.bestMetric) ||
-                        (minimise ? value < state_.bestMetric - rule.minDelta : value > state_.bestMetric + rule.minDelta);
+  const bool improved =
+      std::isnan(state_.bestMetric) || (minimise ? value < state_.bestMetric - rule.minDelta
+                                                 : value > state_.bestMetric + rule.minDelta);
   if (improved && std::isfinite(value)) {
     state_.bestMetric = value;
     state_.bestStep = state_.step;
@@ -482,15 +532,18 @@ bool Trainer::afterEvaluation(const std::map<std::string, double>& metrics) {
     dist::agreed(control_, "writing best.h5", [&] {
       if (isRoot()) checkpoints_->saveBest(content);
     });
-    logger().info("new best {} = {:.6g} at step {}: saved {}", rule.metric, value, state_.step, checkpoints_->bestPath());
+    logger().info("new best {} = {:.6g} at step {}: saved {}", rule.metric, value, state_.step,
+                  checkpoints_->bestPath());
     return false;
   }
   ++state_.evalsWithoutImprovement;
   if (rule.patience > 0 && state_.evalsWithoutImprovement >= rule.patience) {
-    logger().info("early stopping at step {}: {} has not improved for {} evaluations (best {:.6g} at step {}, "
-                  "kept in {})",
-                  state_.step, rule.metric, state_.evalsWithoutImprovement, state_.bestMetric, state_.bestStep,
-                  checkpoints_->bestPath());
+    logger().info(
+        "early stopping at step {}: {} has not improved for {} evaluations (best {:.6g} at step "
+        "{}, "
+        "kept in {})",
+        state_.step, rule.metric, state_.evalsWithoutImprovement, state_.bestMetric,
+        state_.bestStep, checkpoints_->bestPath());
     return true;
   }
   return false;
@@ -519,7 +572,8 @@ void Trainer::saveCheckpoint(const char* reason) {
     if (isRoot()) path = checkpoints_->save(snapshot());
   });
   lastCheckpointStep_ = state_.step;
-  logger().info("checkpoint ({}) at step {}: {} in {:.2f} s", reason, state_.step, path, secondsSince(start));
+  logger().info("checkpoint ({}) at step {}: {} in {:.2f} s", reason, state_.step, path,
+                secondsSince(start));
 }
 
 // All ranks agree at every step boundary: a signal to any rank stops every rank.
@@ -536,8 +590,9 @@ bool Trainer::stopRequested() {
   control_.allReduce(flag, dist::ReduceOp::kMax, "stop flag");
   int signal = flag.item<int>();
   if (signal == 0) return false;
-  logger().warn("{} received: stopping at step {} after a checkpoint; run the same command again to resume",
-                signalName(signal), state_.step);
+  logger().warn(
+      "{} received: stopping at step {} after a checkpoint; run the same command again to resume",
+      signalName(signal), state_.step);
   return true;
 }
 
@@ -545,9 +600,12 @@ void Trainer::checkMemoryGrowth() {
   std::int64_t now = processMemoryBytes();
   double growthMb = static_cast<double>(now - epochMemoryStart_) / (1 << 20);
   if (epochMemoryStart_ > 0 && state_.epoch > 0 && growthMb > config_.train.memoryGrowthWarnMb)
-    logger().warn("memory grew by {:.0f} MiB during epoch {} (now {}); a steady climb across epochs is a leak "
-                  "(train.memory_growth_warn_mb = {:g})",
-                  growthMb, state_.epoch, str::humanBytes(static_cast<double>(now)), config_.train.memoryGrowthWarnMb);
+    logger().warn(
+        "memory grew by {:.0f} MiB during epoch {} (now {}); a steady climb across epochs is a "
+        "leak "
+        "(train.memory_growth_warn_mb = {:g})",
+        growthMb, state_.epoch, str::humanBytes(static_cast<double>(now)),
+        config_.train.memoryGrowthWarnMb);
 }
 
 }  // namespace mb::train

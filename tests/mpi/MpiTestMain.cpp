@@ -20,7 +20,8 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
   void OnTestPartResult(const ::testing::TestPartResult& result) override {
     if (!result.failed()) return;
     std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_,
-                 result.file_name() ? result.file_name() : "?", result.line_number(), result.summary());
+                 result.file_name() ? result.file_name() : "?", result.line_number(),
+                 result.summary());
   }
 
  private:
@@ -29,7 +30,9 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 
 }  // namespace
 
-dist::Runtime& runtime() { return *gRuntime; }
+dist::Runtime& runtime() {
+  return *gRuntime;
+}
 
 }  // namespace mb::test
 

@@ -16,7 +16,8 @@ TEST(Smoke, RanksAreDistinctAndComplete) {
   at::Tensor mine = at::full({1}, comm.rank(), at::kLong);
   at::Tensor all = comm.allGather(mine);
   ASSERT_EQ(all.size(0), comm.size());
-  for (int r = 0; r < comm.size(); ++r) EXPECT_EQ(all[r].item<int64_t>(), r);
+  for (int r = 0; r < comm.size(); ++r)
+    EXPECT_EQ(all[r].item<int64_t>(), r);
   EXPECT_EQ(comm.size(), test::runtime().size());
 }
 
@@ -33,7 +34,8 @@ TEST(Smoke, OneRanksErrorReachesEveryRank) {
     EXPECT_TRUE(error.agreed());
     EXPECT_NE(std::string(error.what()).find("dataset /targets is missing"), std::string::npos);
     if (comm.size() > 1) {
-      EXPECT_NE(std::string(error.what()).find("rank " + std::to_string(failing)), std::string::npos);
+      EXPECT_NE(std::string(error.what()).find("rank " + std::to_string(failing)),
+                std::string::npos);
     }
   }
 }

@@ -69,15 +69,18 @@ int main(int argc, char** argv) {
   at::Tensor initialMatrix = at::randn({4, 3}, at::kDouble).to(at::kFloat);
   at::Tensor initialBias = at::randn({3}, at::kDouble).to(at::kFloat);
   std::vector<std::pair<at::Tensor, at::Tensor>> grads;
-  for (int s = 0; s < kSteps; ++s) grads.emplace_back(at::randn({4, 3}), at::randn({3}));
+  for (int s = 0; s < kSteps; ++s)
+    grads.emplace_back(at::randn({4, 3}), at::randn({3}));
 
   Handle file = mb::h5::createFile(argv[1], false, kCode);
   mb::h5::WriteOptions plain;
   mb::h5::writeTensor(file.get(), "initial_matrix", initialMatrix, plain, kCode);
   mb::h5::writeTensor(file.get(), "initial_bias", initialBias, plain, kCode);
   for (int s = 0; s < kSteps; ++s) {
-    mb::h5::writeTensor(file.get(), "grad_matrix_" + std::to_string(s), grads[s].first, plain, kCode);
-    mb::h5::writeTensor(file.get(), "grad_bias_" + std::to_string(s), grads[s].second, plain, kCode);
+    mb::h5::writeTensor(file.get(), "grad_matrix_" + std::to_string(s), grads[s].first, plain,
+                        kCode);
+    mb::h5::writeTensor(file.get(), "grad_bias_" + std::to_string(s), grads[s].second, plain,
+                        kCode);
   }
   for (const auto& c : cases()) {
     at::Tensor matrix = initialMatrix.clone().requires_grad_(true);
@@ -92,11 +95,12 @@ int main(int argc, char** argv) {
     }
     Handle group = mb::h5::createGroup(file.get(), c.name, kCode);
     writeConfig(group.get(), c.config);
-    mb::h5::writeAttribute(group.get(), "schedule",
-                           std::string(c.config.schedule == mb::ScheduleKind::kCosine   ? "cosine"
-                                       : c.config.schedule == mb::ScheduleKind::kLinear ? "linear"
-                                                                                        : "constant"),
-                           kCode);
+    mb::h5::writeAttribute(
+        group.get(), "schedule",
+        std::string(c.config.schedule == mb::ScheduleKind::kCosine   ? "cosine"
+                    : c.config.schedule == mb::ScheduleKind::kLinear ? "linear"
+                                                                     : "constant"),
+        kCode);
     mb::h5::writeTensor(group.get(), "lrs", at::tensor(lrs, at::kDouble), plain, kCode);
     mb::h5::writeTensor(group.get(), "matrix", matrix.detach(), plain, kCode);
     mb::h5::writeTensor(group.get(), "bias", bias.detach(), plain, kCode);

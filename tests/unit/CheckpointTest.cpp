@@ -19,8 +19,9 @@ namespace fs = std::filesystem;
 class CheckpointFiles : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("mb-ckpt-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("mb-ckpt-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -38,7 +39,8 @@ class CheckpointFiles : public ::testing::Test {
     c.model = {{"encoders.m1.weight_ih_l0", at::arange(12, at::kFloat).reshape({3, 4}) * step},
                {"head.bias", at::full({3}, 0.5f)},
                {"big", at::randn({512, 512})}};
-    c.optimizer = {{"head.bias/exp_avg", at::full({3}, 1.5f)}, {"head.bias/exp_avg_sq", at::full({3}, 2.5f)}};
+    c.optimizer = {{"head.bias/exp_avg", at::full({3}, 1.5f)},
+                   {"head.bias/exp_avg_sq", at::full({3}, 2.5f)}};
     c.optimizerSteps = step;
     c.optimizerKind = "adamw";
     c.configYaml = "optim:\n  lr: 0.001\n";
@@ -168,7 +170,8 @@ TEST_F(CheckpointFiles, NoCheckpointsMeansFreshStartButAllCorruptIsAnError) {
 
 TEST_F(CheckpointFiles, KeepLastPrunesOldStepsAndKeepsBest) {
   CheckpointDirectory checkpoints(dir_.string(), 2);
-  for (int step : {1, 2, 3, 4}) checkpoints.save(content(step));
+  for (int step : {1, 2, 3, 4})
+    checkpoints.save(content(step));
   checkpoints.saveBest(content(2));
   std::vector<std::string> files = checkpoints.stepFiles();
   ASSERT_EQ(files.size(), 2u);

@@ -26,7 +26,9 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-TEST(Config, DefaultsAreValid) { EXPECT_TRUE(validateConfig(Config{}).empty()); }
+TEST(Config, DefaultsAreValid) {
+  EXPECT_TRUE(validateConfig(Config{}).empty());
+}
 
 TEST(Config, ParsesTypedSections) {
   Config c = parseConfig(R"(
@@ -39,7 +41,8 @@ data:
 model: {kind: lstm, hidden: 32, dropout: 0.1}
 train: {global_batch: 128, precision: bf16, max_steps: 1e3}
 optim: {name: sgd, lr: 0.05, nesterov: yes}
-)", "test.yaml");
+)",
+                         "test.yaml");
   EXPECT_EQ(c.run.dir, "/tmp/r");
   EXPECT_EQ(c.run.keepLast, 5);
   EXPECT_EQ(c.data.layout, Layout::kSeries);
@@ -90,13 +93,15 @@ TEST(Config, OutOfRangeNamesKeyAndValue) {
   message = configErrorOf([] { parseConfig("model: {dropout: 1.5}", "c.yaml"); });
   EXPECT_TRUE(contains(message, "model.dropout = 1.5")) << message;
   message = configErrorOf([] {
-    parseConfig("data: {split: {train_fraction: 0.9, val_fraction: 0.2, test_fraction: 0.1}}", "c.yaml");
+    parseConfig("data: {split: {train_fraction: 0.9, val_fraction: 0.2, test_fraction: 0.1}}",
+                "c.yaml");
   });
   EXPECT_TRUE(contains(message, "sum to 1")) << message;
 }
 
 TEST(Config, ReportsEveryProblemAtOnce) {
-  std::string message = configErrorOf([] { parseConfig("optim: {lr: 0}\ntrain: {global_batch: 0}", "c.yaml"); });
+  std::string message =
+      configErrorOf([] { parseConfig("optim: {lr: 0}\ntrain: {global_batch: 0}", "c.yaml"); });
   EXPECT_TRUE(contains(message, "2 problems")) << message;
   EXPECT_TRUE(contains(message, "optim.lr")) << message;
   EXPECT_TRUE(contains(message, "train.global_batch")) << message;
@@ -107,17 +112,20 @@ TEST(Config, CrossFieldRules) {
                        "needs data.streams"));
   EXPECT_TRUE(contains(configErrorOf([] { parseConfig("model: {kind: gpt}", "c.yaml"); }),
                        "needs data.layout = tokens"));
-  EXPECT_TRUE(contains(configErrorOf([] { parseConfig("train: {global_batch: 4, micro_batch: 8}", "c.yaml"); }),
-                       "train.micro_batch = 8"));
-  EXPECT_TRUE(contains(configErrorOf([] {
-                         parseConfig("data: {layout: tokens}\nmodel: {kind: gpt, hidden: 30, heads: 4}", "c.yaml");
-                       }),
-                       "divisible"));
+  EXPECT_TRUE(contains(
+      configErrorOf([] { parseConfig("train: {global_batch: 4, micro_batch: 8}", "c.yaml"); }),
+      "train.micro_batch = 8"));
+  EXPECT_TRUE(contains(
+      configErrorOf([] {
+        parseConfig("data: {layout: tokens}\nmodel: {kind: gpt, hidden: 30, heads: 4}", "c.yaml");
+      }),
+      "divisible"));
 }
 
 TEST(Config, OverridesApplyAfterFile) {
-  Config c = parseConfig("optim: {lr: 0.1}", "c.yaml",
-                         {"optim.lr=1e-3", "train.max_steps=100", "data.streams=[{name: m5, window: 12}]"});
+  Config c = parseConfig(
+      "optim: {lr: 0.1}", "c.yaml",
+      {"optim.lr=1e-3", "train.max_steps=100", "data.streams=[{name: m5, window: 12}]"});
   EXPECT_DOUBLE_EQ(c.optim.lr, 1e-3);
   EXPECT_EQ(c.train.maxSteps, 100);
   ASSERT_EQ(c.data.streams.size(), 1u);
@@ -125,11 +133,16 @@ TEST(Config, OverridesApplyAfterFile) {
 }
 
 TEST(Config, MalformedOverrideAndYaml) {
-  EXPECT_TRUE(contains(configErrorOf([] { parseConfig("", "c.yaml", {"optim.lr"}); }), "key=value"));
-  EXPECT_TRUE(contains(configErrorOf([] { parseConfig("", "c.yaml", {"optim=3"}); }), "names a section"));
-  EXPECT_TRUE(contains(configErrorOf([] { parseConfig("optim: {lr: 1", "c.yaml"); }), "not valid YAML"));
-  EXPECT_TRUE(contains(configErrorOf([] { parseConfig("optim: 3", "c.yaml"); }), "expected a section"));
-  EXPECT_TRUE(contains(configErrorOf([] { loadConfigFile("/nonexistent/c.yaml"); }), "cannot read config"));
+  EXPECT_TRUE(
+      contains(configErrorOf([] { parseConfig("", "c.yaml", {"optim.lr"}); }), "key=value"));
+  EXPECT_TRUE(
+      contains(configErrorOf([] { parseConfig("", "c.yaml", {"optim=3"}); }), "names a section"));
+  EXPECT_TRUE(
+      contains(configErrorOf([] { parseConfig("optim: {lr: 1", "c.yaml"); }), "not valid YAML"));
+  EXPECT_TRUE(
+      contains(configErrorOf([] { parseConfig("optim: 3", "c.yaml"); }), "expected a section"));
+  EXPECT_TRUE(
+      contains(configErrorOf([] { loadConfigFile("/nonexistent/c.yaml"); }), "cannot read config"));
 }
 
 // Found by the config fuzzer: a stream key that is a list escaped as YAML::BadConversion.
@@ -142,8 +155,10 @@ TEST(Config, StreamKeysThatAreNotNamesAreConfigErrors) {
 }
 
 TEST(Config, ResolvedYamlRoundTrips) {
-  Config c = parseConfig("optim: {lr: 0.0125, schedule: linear}\ndata: {layout: series, streams: [{name: a, window: 3}]}",
-                         "c.yaml");
+  Config c = parseConfig(
+      "optim: {lr: 0.0125, schedule: linear}\ndata: {layout: series, streams: [{name: a, window: "
+      "3}]}",
+      "c.yaml");
   std::string yaml = configToYaml(c);
   Config again = parseConfig(yaml, "resolved.yaml");
   EXPECT_EQ(configToYaml(again), yaml);
