@@ -69,7 +69,7 @@ struct ArithOptions {
   std::string out;
   std::int64_t digits = 2;
   std::string ops = "+-";
-  std::int64_t problems = 20000;
+  std::int64_t problems = 200000;  // ~1.9 M tokens: long runs do not memorise the stream
   std::int64_t heldout = 1000;
   std::uint64_t seed = 1;
   WriteSettings write;
