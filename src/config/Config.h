@@ -73,10 +73,11 @@ struct ModelConfig {
   std::int64_t heads = 4;        // GPT attention heads
   std::int64_t headHidden = 64;  // LSTM fusion head width (0 = linear head)
   double dropout = 0.0;
-  bool stateful = false;       // LSTM: carry hidden states across steps per lane
-  std::int64_t lanes = 0;      // stateful: lanes per shard (0 = micro batch / shards)
-  bool bias = true;            // GPT linear and LayerNorm biases
-  std::int64_t vocabSize = 0;  // GPT: 0 = the data file's vocab_size attribute
+  bool stateful = false;        // LSTM: carry hidden states across steps per lane
+  std::int64_t lanes = 0;       // stateful: lanes per shard L (0 = global batch / shards)
+  std::int64_t laneStride = 1;  // stateful: items a lane advances per step (Note [Lane order])
+  bool bias = true;             // GPT linear and LayerNorm biases
+  std::int64_t vocabSize = 0;   // GPT: 0 = the data file's vocab_size attribute
 };
 
 struct EarlyStoppingConfig {

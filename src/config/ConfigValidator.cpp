@@ -132,6 +132,31 @@ Problem statefulIsLstm(const Config& c) {
   return std::nullopt;
 }
 
+// Note [Lane order] (GlobalOrder.h): one item per lane per step, so G = V x L; lanes jump over
+// whole shards at every step, which the chunks of stream residency cannot hold.
+Problem statefulLanesFillTheBatch(const Config& c) {
+  if (!c.model.stateful) return std::nullopt;
+  const std::int64_t shards = c.data.canonicalShards;
+  const std::int64_t batch = c.train.globalBatch;
+  if (c.data.residency == Residency::kStream)
+    return "model.stateful = true cannot use data.residency = stream (every step takes one item "
+           "from each lane, spread over whole shards, not from one chunk): set data.residency = "
+           "host or device";
+  if (shards < 1 || batch < 1) return std::nullopt;  // reported by their own rules
+  if (c.model.lanes == 0 && batch % shards != 0)
+    return "model.stateful = true takes one item per lane per step, and lanes per shard = "
+           "train.global_batch / data.canonical_shards, but train.global_batch = " +
+           show(batch) + " is not a multiple of data.canonical_shards = " + show(shards) +
+           ": set train.global_batch to a multiple of data.canonical_shards (e.g. " +
+           show((batch / shards + 1) * shards) + ")";
+  if (c.model.lanes > 0 && batch != shards * c.model.lanes)
+    return "model.stateful = true takes one item per lane per step, so train.global_batch = " +
+           show(batch) + " must equal data.canonical_shards x model.lanes = " + show(shards) +
+           " x " + show(c.model.lanes) +
+           ": set train.global_batch = " + show(shards * c.model.lanes) + ", or model.lanes = 0";
+  return std::nullopt;
+}
+
 Problem logLevelKnown(const Config& c) {
   static const std::set<std::string> levels{"trace", "debug",    "info", "warn",
                                             "error", "critical", "off"};
@@ -186,11 +211,13 @@ std::vector<Rule> buildRules() {
       minimum("model.huber_delta", MB_GET(model.huberDelta), 1e-12),
       minimum("model.num_classes", MB_GET(model.numClasses), 0),
       minimum("model.lanes", MB_GET(model.lanes), 0),
+      minimum("model.lane_stride", MB_GET(model.laneStride), 1),
       minimum("model.vocab_size", MB_GET(model.vocabSize), 0),
       gptNeedsTokens,
       headsDivideWidth,
       lossMatchesTask,
       statefulIsLstm,
+      statefulLanesFillTheBatch,
       minimum("train.global_batch", MB_GET(train.globalBatch), 1),
       minimum("train.micro_batch", MB_GET(train.microBatch), 0),
       microBatchFitsGlobal,

@@ -46,26 +46,36 @@ void seededShuffle(std::vector<std::int64_t>& values, std::uint64_t seed) {
 }
 
 GlobalOrder::GlobalOrder(std::int64_t numItems, std::int64_t numShards, std::uint64_t seed,
-                         std::int64_t globalBatch, bool shuffle, std::int64_t chunkItems)
+                         std::int64_t globalBatch, bool shuffle, std::int64_t chunkItems,
+                         LaneSpec lanes)
     : numItems_(numItems),
       numShards_(numShards),
       seed_(seed),
       globalBatch_(globalBatch),
       shuffle_(shuffle),
-      chunkItems_(chunkItems) {
+      chunkItems_(chunkItems),
+      lanes_(lanes) {
   if (numShards < 1 || numItems < numShards || globalBatch < 1)
     throw std::invalid_argument("GlobalOrder needs 1 <= V <= items and a positive batch");
   shortLength_ = numItems / numShards;
+  // The loader reports these as config and data errors first (ShardedData.cpp, checkLanes).
+  if (laneOrder() && (lanes.stride < 1 || globalBatch != numLanes() || shortestLane() < 1 ||
+                      shuffle || chunkItems > 0))
+    throw std::invalid_argument(
+        "GlobalOrder lane order needs G = V*L, stride >= 1, lanes of >= 1 item, time order, and "
+        "no chunks");
   for (std::int64_t s = 0; s < numShards; ++s) {
     if (shardItems(s).size() > shortLength_) longShards_.push_back(s);
   }
 }
 
 std::int64_t GlobalOrder::batchesPerEpoch() const {
+  if (laneOrder()) return shortestLane();  // sum over the passes of K_p
   return (numItems_ + globalBatch_ - 1) / globalBatch_;
 }
 
 std::int64_t GlobalOrder::batchSize(std::int64_t batch) const {
+  if (laneOrder()) return globalBatch_;
   return std::min(globalBatch_, numItems_ - batch * globalBatch_);
 }
 
@@ -75,6 +85,39 @@ ItemRange GlobalOrder::shardItems(std::int64_t shard) const {
     return static_cast<std::int64_t>(static_cast<__int128>(s) * numItems_ / numShards_);
   };
   return {cut(shard), cut(shard + 1)};
+}
+
+ItemRange GlobalOrder::laneItems(std::int64_t lane) const {
+  const std::int64_t perShard = lanes_.lanesPerShard;
+  ItemRange shard = shardItems(lane / perShard);
+  auto cut = [&](std::int64_t l) {
+    return shard.begin +
+           static_cast<std::int64_t>(static_cast<__int128>(l) * shard.size() / perShard);
+  };
+  return {cut(lane % perShard), cut(lane % perShard + 1)};
+}
+
+// The shortest shard has floor(n/V) items, and lane 0 of it floor(floor(n/V)/L): no lane is
+// shorter (lanes of a shard of length len have floor(len/L) or more items).
+std::int64_t GlobalOrder::shortestLane() const {
+  return laneOrder() ? shortLength_ / lanes_.lanesPerShard : 0;
+}
+
+// Pass p has K_p = q+1 steps for p < r and q steps after, where m = q*stride + r.
+LaneStep GlobalOrder::laneStep(std::int64_t batch) const {
+  const std::int64_t q = shortestLane() / lanes_.stride;
+  const std::int64_t r = shortestLane() % lanes_.stride;
+  if (batch < r * (q + 1)) return {batch / (q + 1), batch % (q + 1)};
+  const std::int64_t rest = batch - r * (q + 1);  // q >= 1 here, since batch < m
+  return {r + rest / q, rest % q};
+}
+
+ItemRange GlobalOrder::lanesOfShards(ShardRange shards) const {
+  return {shards.begin * lanes_.lanesPerShard, shards.end * lanes_.lanesPerShard};
+}
+
+std::int64_t GlobalOrder::laneItem(std::int64_t lane, LaneStep at) const {
+  return laneItems(lane).begin + at.pass + at.step * lanes_.stride;
 }
 
 ShardRange GlobalOrder::shardsOfRank(std::int64_t numShards, int rank, int worldSize) {
@@ -127,8 +170,13 @@ void GlobalOrder::locate(std::int64_t position, std::int64_t& shard, std::int64_
 }
 
 std::vector<std::int64_t> GlobalOrder::batchItems(std::int64_t epoch, std::int64_t batch) const {
-  std::vector<std::vector<std::int64_t>> orders(numShards_);
   std::vector<std::int64_t> items;
+  if (laneOrder()) {
+    for (std::int64_t lane = 0; lane < numLanes(); ++lane)
+      items.push_back(laneItem(lane, laneStep(batch)));
+    return items;
+  }
+  std::vector<std::vector<std::int64_t>> orders(numShards_);
   std::int64_t begin = batch * globalBatch_;
   std::int64_t end = std::min(numItems_, begin + globalBatch_);
   for (std::int64_t p = begin; p < end; ++p) {
@@ -140,7 +188,25 @@ std::vector<std::int64_t> GlobalOrder::batchItems(std::int64_t epoch, std::int64
   return items;
 }
 
+GlobalOrder::Share GlobalOrder::laneShare(ShardRange shards) const {
+  ItemRange lanes = lanesOfShards(shards);
+  Share share;
+  share.items.reserve(static_cast<std::size_t>(lanes.size() * batchesPerEpoch()));
+  share.lanes.reserve(share.items.capacity());
+  share.offsets.push_back(0);
+  for (std::int64_t b = 0; b < batchesPerEpoch(); ++b) {
+    LaneStep at = laneStep(b);
+    for (std::int64_t lane = lanes.begin; lane < lanes.end; ++lane) {
+      share.items.push_back(laneItem(lane, at));
+      share.lanes.push_back(lane);
+    }
+    share.offsets.push_back(static_cast<std::int64_t>(share.items.size()));
+  }
+  return share;
+}
+
 GlobalOrder::Share GlobalOrder::epochShare(std::int64_t epoch, ShardRange shards) const {
+  if (laneOrder()) return laneShare(shards);  // the same every epoch
   std::vector<std::vector<std::int64_t>> orders(numShards_);
   for (std::int64_t s = shards.begin; s < shards.end; ++s)
     orders[s] = shardOrder(epoch, s);

@@ -20,6 +20,22 @@
 //  - Rank r of W owns shards [floor(r*V/W), floor((r+1)*V/W)): one contiguous item range, so
 //    one hyperslab read. Its share of a global batch is the batch's items from its shards,
 //    in global order; shares may differ in size by rank.
+//
+// Note [Lane order]
+// With lanes (model.stateful: truncated-BPTT training of an LSTM that carries its hidden
+// state from one step to the next), the order is instead a function of (n, V, L, stride):
+//  - Shard s = [a, b) is cut into L contiguous lanes: lane l = [a + floor(l*len/L),
+//    a + floor((l+1)*len/L)), len = b - a. Its global lane id is s*L + l. All lanes have
+//    length m or m+1, m = the shortest lane (>= 1 is required).
+//  - The global batch is G = V*L: one item per lane per step, rows ordered by global lane
+//    id (shard-major), so rank r's share is the contiguous lanes of its shards.
+//  - A lane advances `stride` items per step. An epoch is `stride` passes: pass p visits
+//    items laneBegin + p + k*stride, k = 0..K_p-1, K_p = ceil((m - p) / stride) (0 when
+//    p >= m). So an epoch has m batches and visits offsets 0..m-1 of every lane exactly once;
+//    a lane one item longer than m skips its last item (at most one item per lane per epoch,
+//    so that every batch stays full). The order is the same in every epoch.
+//  - A pass jumps back in time, so carried states restart at every pass start (laneStep()
+//    reports step 0), which includes the start of every epoch.
 #include <cstdint>
 #include <vector>
 
@@ -36,10 +52,23 @@ struct ItemRange {
   std::int64_t size() const { return end - begin; }
 };
 
+// Note [Lane order]: lanesPerShard = 0 selects the round-robin order.
+struct LaneSpec {
+  std::int64_t lanesPerShard = 0;  // L
+  std::int64_t stride = 1;         // items a lane advances per step
+};
+
+// Where global batch b of an epoch falls in lane order.
+struct LaneStep {
+  std::int64_t pass = 0;  // 0..stride-1
+  std::int64_t step = 0;  // k within the pass; 0 = the lanes restart
+};
+
 class GlobalOrder {
  public:
   GlobalOrder(std::int64_t numItems, std::int64_t numShards, std::uint64_t seed,
-              std::int64_t globalBatch, bool shuffle, std::int64_t chunkItems = 0);
+              std::int64_t globalBatch, bool shuffle, std::int64_t chunkItems = 0,
+              LaneSpec lanes = {});
 
   std::int64_t numItems() const { return numItems_; }
   std::int64_t numShards() const { return numShards_; }
@@ -51,6 +80,17 @@ class GlobalOrder {
   std::int64_t batchSize(std::int64_t batch) const;
 
   ItemRange shardItems(std::int64_t shard) const;
+
+  // --- lane order (Note [Lane order]) ---
+  bool laneOrder() const { return lanes_.lanesPerShard > 0; }
+  const LaneSpec& lanes() const { return lanes_; }
+  std::int64_t numLanes() const { return numShards_ * lanes_.lanesPerShard; }  // V*L, or 0
+  ItemRange laneItems(std::int64_t lane) const;  // global lane id -> its items
+  std::int64_t shortestLane() const;             // m: the lane length every epoch covers
+  LaneStep laneStep(std::int64_t batch) const;
+  // Global lane ids of shards [shards.begin, shards.end): one contiguous range.
+  ItemRange lanesOfShards(ShardRange shards) const;
+
   static ShardRange shardsOfRank(std::int64_t numShards, int rank, int worldSize);
   ItemRange itemsOfShards(ShardRange shards) const;
 
@@ -64,12 +104,16 @@ class GlobalOrder {
   struct Share {
     std::vector<std::int64_t> items;
     std::vector<std::int64_t> offsets;  // batchesPerEpoch() + 1 entries
+    std::vector<std::int64_t> lanes;    // lane order: global lane id of each item; else empty
   };
   Share epochShare(std::int64_t epoch, ShardRange shards) const;
 
  private:
   // Position p of the global sequence -> (shard, index within the shard's order).
   void locate(std::int64_t position, std::int64_t& shard, std::int64_t& index) const;
+  // Item of lane `lane` at lane step `at`.
+  std::int64_t laneItem(std::int64_t lane, LaneStep at) const;
+  Share laneShare(ShardRange shards) const;
 
   std::int64_t numItems_;
   std::int64_t numShards_;
@@ -77,6 +121,7 @@ class GlobalOrder {
   std::int64_t globalBatch_;
   bool shuffle_;
   std::int64_t chunkItems_;
+  LaneSpec lanes_;
   std::int64_t shortLength_;              // floor(n / V): every shard has at least this many
   std::vector<std::int64_t> longShards_;  // shards with shortLength_ + 1 items, ascending
 };

@@ -99,16 +99,21 @@ void ResidentData::beginEpoch(std::int64_t epoch) {
   at::Tensor local =
       at::tensor(share_.items, at::TensorOptions().dtype(at::kLong)).sub_(items_.begin);
   shareLocal_ = local.to(train_.device());
+  if (!share_.lanes.empty())
+    shareLanes_ = at::tensor(share_.lanes, at::TensorOptions().dtype(at::kLong)).to(device_);
 }
 
 Batch ResidentData::trainBatch(std::int64_t batch, std::int64_t begin, std::int64_t end,
                                at::ScalarType inputType) {
   std::int64_t position = sharePosition(batch, begin, end);
-  return toDevice(train_.gather(shareLocal_.narrow(0, position, end - begin), inputType));
+  Batch result = toDevice(train_.gather(shareLocal_.narrow(0, position, end - begin), inputType));
+  if (shareLanes_.defined()) result.lanes = shareLanes_.narrow(0, position, end - begin);
+  return result;
 }
 
 std::int64_t ResidentData::residentBytes() const {
   std::int64_t share = shareLocal_.defined() ? shareLocal_.numel() * 8 : 0;
+  if (shareLanes_.defined()) share += shareLanes_.numel() * 8;
   return train_.bytes() + evalBytes() + share;
 }
 

@@ -64,6 +64,7 @@ class ResidentData final : public LoadedData {
   const Store* trainStore() const override { return &train_; }
   Store train_;
   at::Tensor shareLocal_;  // [share items] positions within train_, on its device
+  at::Tensor shareLanes_;  // [share items] global lane ids on the training device (lane order)
 };
 
 class StreamingData final : public LoadedData {

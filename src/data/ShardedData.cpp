@@ -175,7 +175,8 @@ class Loader {
     order_.emplace(info_.split(Split::kTrain).size(), config_.data.canonicalShards,
                    static_cast<std::uint64_t>(config_.train.seed), config_.train.globalBatch,
                    config_.data.shuffle,
-                   residency_ == Residency::kStream ? config_.data.streamChunkItems : 0);
+                   residency_ == Residency::kStream ? config_.data.streamChunkItems : 0,
+                   laneSpec());
     planStores(index);
     findMappable(file);
     logPlan(first);
@@ -220,6 +221,35 @@ class Loader {
                           " samples, fewer than data.canonical_shards = " +
                           std::to_string(config_.data.canonicalShards) + " (every shard needs one)",
                       "lower data.canonical_shards or use more data");
+  }
+
+  // Note [Lane order]. The validator checks the config alone; this checks what the run really
+  // uses: a resumed run keeps the checkpoint's V and G, and only here is n known.
+  LaneSpec laneSpec() const {
+    if (!config_.model.stateful) return {};
+    const std::int64_t shards = config_.data.canonicalShards;
+    const std::int64_t batch = config_.train.globalBatch;
+    const std::int64_t lanes = config_.model.lanes > 0 ? config_.model.lanes : batch / shards;
+    if (lanes < 1 || batch != shards * lanes)
+      throw ConfigError(
+          "model.stateful = true takes one item per lane per step, so "
+          "train.global_batch = " +
+              std::to_string(batch) +
+              " must equal data.canonical_shards = " + std::to_string(shards) +
+              " x lanes per shard (model.lanes = " + std::to_string(config_.model.lanes) +
+              ", 0 = global_batch / shards)",
+          "set train.global_batch to a multiple of data.canonical_shards and "
+          "model.lanes = 0 (a resumed run keeps the global batch it started with)");
+    if (residency_ == Residency::kStream)
+      throw ConfigError("model.stateful = true cannot use data.residency = stream",
+                        "set data.residency = host or device");
+    const std::int64_t shortest = info_.split(Split::kTrain).size() / shards;
+    if (shortest < lanes)
+      throw DataError(schema_.path + ": the train split's shortest shard has " +
+                          std::to_string(shortest) + " samples, fewer than its " +
+                          std::to_string(lanes) + " lanes (model.stateful needs >= 1 per lane)",
+                      "lower train.global_batch or data.canonical_shards, or use more data");
+    return {lanes, config_.model.laneStride};
   }
 
   void planStores(SampleIndex& index) {

@@ -162,6 +162,19 @@ void Lstm::loadExtraState(const NamedTensors& state) {
   laneC_ = std::move(c);
 }
 
+void Lstm::setLaneCount(std::int64_t lanes) {
+  if (!stateful_) return;
+  for (std::size_t s = 0; s < streams_.size(); ++s) {
+    if (laneH_[s].defined() && laneH_[s].size(1) != lanes)
+      throw CheckpointError("LSTM lane state '" + stateName(streams_[s], "h") + "' holds " +
+                                std::to_string(laneH_[s].size(1)) + " lanes, but this run has " +
+                                std::to_string(lanes) +
+                                " (data.canonical_shards x lanes per shard)",
+                            "resume with the model.lanes the run started with");
+  }
+  growLanes(lanes);
+}
+
 void Lstm::resetState() {
   for (std::size_t s = 0; s < streams_.size(); ++s) {
     laneH_[s] = at::Tensor();

@@ -12,10 +12,13 @@
 // With model.stateful, the final (h, c) of each row are kept per lane, detached (truncated
 // BPTT), and used as the initial state of that lane's next row: batch.lanes [B] names the
 // global lane of each row. The states live in the model, one [layers, lanes, hidden] fp32
-// pair per stream, grown on demand to the largest lane id seen; rows of lanes this rank never
-// ran stay zero, so summing extraState() across ranks gives every lane's state for a
-// checkpoint. A batch without lanes runs from a zero state (evaluation); in training mode a
-// stateful model refuses one, because silently dropping the carried state would be wrong.
+// pair per stream. The trainer sizes them to all lanes of the run on every rank
+// (setLaneCount), so their shapes agree across ranks; a rank only advances the lanes of its
+// own shards, and a checkpoint sums every rank's own lanes (Trainer::laneStates). Without
+// setLaneCount they grow on demand to the largest lane id seen. Which rows form a lane, and
+// when lanes restart, is Note [Lane order] (data/GlobalOrder.h). A batch without lanes runs
+// from a zero state (evaluation); in training mode a stateful model refuses one, because
+// silently dropping the carried state would be wrong.
 //
 // Note [LSTM precision]
 // The LSTM takes its input in the weights' dtype (fp32; resident bf16 data is cast up) and
@@ -51,6 +54,7 @@ class Lstm : public Model {
   NamedTensors extraState() const override;
   void loadExtraState(const NamedTensors& state) override;
   void resetState() override;
+  void setLaneCount(std::int64_t lanes) override;
 
  private:
   // Final hidden state of the last layer for stream `s`: [B, hidden].

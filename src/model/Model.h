@@ -46,6 +46,10 @@ class Model : public torch::nn::Module {
   virtual void loadExtraState(const NamedTensors& state) {}
   // Forgets carried state (the lanes restart, e.g. at an epoch start). No-op for most models.
   virtual void resetState() {}
+  // Sizes the carried state for `lanes` lanes (all lanes of the run, on every rank), zero
+  // where none is held. Throws CheckpointError when a loaded state has another lane count.
+  // No-op for most models.
+  virtual void setLaneCount(std::int64_t lanes) {}
 
   // state_dict names that alias another entry, as {alias, source}: tied weights such as gpt's
   // lm_head.weight = transformer.wte.weight. The alias is not registered as a parameter (so

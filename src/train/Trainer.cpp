@@ -225,6 +225,7 @@ void Trainer::restoreFrom(std::optional<CheckpointContent>& resumed) {
       loadModelState(*model_, resumed->model, "checkpoint");
       optimizer_->loadState(resumed->optimizer, resumed->optimizerSteps);
       model_->loadExtraState(resumed->extra);
+      model_->setLaneCount(laneCount());  // a loaded lane count must match the run's
     });
   }
   dist::synchronizeParameters(*dataComm_, *model_);
@@ -256,6 +257,7 @@ RunOutcome Trainer::run() {
 
   data_ = data::ShardedData::load(config_, control_, device_);
   buildModelAndOptimizer();
+  model_->setLaneCount(laneCount());  // every rank alike, before the states are broadcast
   restoreFrom(resumed);
 
   const std::int64_t perEpoch = data_->batchesPerEpoch();
@@ -287,6 +289,8 @@ RunOutcome Trainer::run() {
       epochStarted = true;
       epochMemoryStart_ = processMemoryBytes();
     }
+    // A new pass of the lane order jumps back in time (batch 0 starts pass 0 of an epoch).
+    if (laneCount() > 0 && data_->order().laneStep(state_.batchInEpoch).step == 0) restartLanes();
     StepResult step;
     {
       // A rank stuck outside any collective (a hung kernel, a deadlocked loader) ends itself too.
@@ -527,8 +531,9 @@ bool Trainer::afterEvaluation(const std::map<std::string, double>& metrics) {
     state_.bestMetric = value;
     state_.bestStep = state_.step;
     state_.evalsWithoutImprovement = 0;
+    NamedTensors extra = laneStates();
     CheckpointContent content;
-    if (isRoot()) content = snapshot();
+    if (isRoot()) content = snapshot(std::move(extra));
     dist::agreed(control_, "writing best.h5", [&] {
       if (isRoot()) checkpoints_->saveBest(content);
     });
@@ -549,14 +554,14 @@ bool Trainer::afterEvaluation(const std::map<std::string, double>& metrics) {
   return false;
 }
 
-CheckpointContent Trainer::snapshot() const {
+CheckpointContent Trainer::snapshot(NamedTensors extra) const {
   CheckpointContent content;
   content.trainer = state_;
   content.model = model::stateDict(*model_);
   content.optimizer = optimizer_->state();
   content.optimizerSteps = optimizer_->stepCount();
   content.optimizerKind = toString(config_.optim.name);
-  content.extra = model_->extraState();
+  content.extra = std::move(extra);
   content.configYaml = configToYaml(config_);
   content.dataFingerprint = data_->info().fingerprint;
   content.dataInfoYaml = data::modelSpecToYaml(data_->info());
@@ -568,12 +573,40 @@ CheckpointContent Trainer::snapshot() const {
 void Trainer::saveCheckpoint(const char* reason) {
   auto start = Clock::now();
   std::string path;
+  NamedTensors extra = laneStates();
   dist::agreed(control_, "writing a checkpoint", [&] {
-    if (isRoot()) path = checkpoints_->save(snapshot());
+    if (isRoot()) path = checkpoints_->save(snapshot(std::move(extra)));
   });
   lastCheckpointStep_ = state_.step;
   logger().info("checkpoint ({}) at step {}: {} in {:.2f} s", reason, state_.step, path,
                 secondsSince(start));
+}
+
+std::int64_t Trainer::laneCount() const {
+  return data_->order().numLanes();
+}
+
+void Trainer::restartLanes() {
+  model_->resetState();
+  model_->setLaneCount(laneCount());
+}
+
+// Note [Stateful lanes] (model/Lstm.h): every rank holds all lanes' states but advances only
+// its own, so the others are zero, or stale copies broadcast at a resume. Each rank therefore
+// contributes just its own lanes to a sum, which leaves the full set everywhere without
+// double counting; the model's own states stay as they are.
+NamedTensors Trainer::laneStates() {
+  NamedTensors states = model_->extraState();
+  if (laneCount() == 0) return states;
+  data::ItemRange own = data_->order().lanesOfShards(data::GlobalOrder::shardsOfRank(
+      data_->order().numShards(), runtime_.rank(), runtime_.size()));
+  for (auto& [name, state] : states) {
+    at::Tensor sum = at::zeros_like(state);  // [layers, lanes, hidden]
+    sum.narrow(1, own.begin, own.size()).copy_(state.narrow(1, own.begin, own.size()));
+    dataComm_->allReduce(sum, dist::ReduceOp::kSum, "lane state " + name);
+    state = sum;
+  }
+  return states;
 }
 
 // All ranks agree at every step boundary: a signal to any rank stops every rank.

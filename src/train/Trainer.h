@@ -65,7 +65,12 @@ class Trainer {
   std::map<std::string, double> evaluate(data::Split split);
   bool afterEvaluation(const std::map<std::string, double>& metrics);  // true: stop early
   void saveCheckpoint(const char* reason);
-  CheckpointContent snapshot() const;
+  // Rank 0 only; `extra` from laneStates() (collective).
+  CheckpointContent snapshot(NamedTensors extra) const;
+  // Stateful lanes (Note [Lane order] in data/GlobalOrder.h).
+  std::int64_t laneCount() const;
+  void restartLanes();
+  NamedTensors laneStates();
   bool stopRequested();
   bool injectNanNow() const;
   void logStep(const StepResult& step, Window& window, bool force);

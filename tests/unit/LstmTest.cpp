@@ -139,6 +139,32 @@ TEST(LstmStateful, ExtraStateRoundTripsAndResets) {
   EXPECT_THROW(stateless->loadExtraState(copy->extraState()), CheckpointError);
 }
 
+// The trainer sizes the lanes of the whole run on every rank, so extra states agree in shape
+// across ranks (broadcast at a resume, summed for a checkpoint).
+TEST(LstmStateful, LaneCountSizesTheStateAndChecksALoadedOne) {
+  auto config = test::lstmConfig();
+  config.stateful = true;
+  auto info = test::seriesInfo({{"m1", 5, 3}});
+  auto model = buildModel(config, info, 2);
+  model->setLaneCount(6);
+  auto state = model->extraState();
+  ASSERT_EQ(state.size(), 2u);
+  EXPECT_EQ(state[1].second.sizes(), (at::IntArrayRef{2, 6, 8}));
+  EXPECT_EQ(state[1].second.abs().sum().item<double>(), 0.0);
+  auto batch = test::randomBatch(info, 2);
+  batch.lanes = at::tensor(std::vector<std::int64_t>{4, 1});
+  model->forward(batch);
+  model->setLaneCount(6);  // keeps the carried state
+  EXPECT_GT(model->extraState()[0].second.select(1, 4).abs().sum().item<double>(), 0.0);
+  EXPECT_THROW(model->setLaneCount(8), CheckpointError);
+  model->resetState();
+  model->setLaneCount(8);
+  EXPECT_EQ(model->extraState()[0].second.sizes(), (at::IntArrayRef{2, 8, 8}));
+  auto stateless = buildModel(test::lstmConfig(), info, 2);
+  stateless->setLaneCount(6);
+  EXPECT_TRUE(stateless->extraState().empty());
+}
+
 TEST(LstmAutocast, Bf16OnCpuTrainsCloseToFp32AndTakesBf16Inputs) {
   at::manual_seed(5);
   auto info = test::seriesInfo(kStreams);
