@@ -258,5 +258,79 @@ class TrainingTest(mbtest.TempDirTestCase):
         self.assertParamsClose(checkpoint_params(latest_checkpoint(reference)), checkpoint_params(latest_checkpoint(run)))
 
 
+    STATEFUL = ["model.stateful=true", "data.shuffle=false", "data.canonical_shards=4", "train.global_batch=16",
+                "model.lane_stride=50", "dist.backend=mpi", "run.checkpoint_every=10"]
+
+    @staticmethod
+    def lane_pass_starts(output, shards=4, lanes=4, stride=50):
+        """Batch indices where a pass of Note [Lane order] starts (the lanes restart there)."""
+        begin, end = map(int, re.search(r"train \[(\d+), (\d+)\)", output).groups())
+        shortest = (end - begin) // shards // lanes
+        starts, batch = [], 0
+        for p in range(min(stride, shortest)):
+            starts.append(batch)
+            batch += -(-(shortest - p) // stride)
+        return starts
+
+    def test_stateful_lanes_are_world_size_independent_and_resume(self):
+        """Note [Lane order]: W=1 and W=2 take the same steps; 2 ranks resume on 1 with the lane states."""
+        run_a, run_b = self.path("lanes1"), self.path("lanes2")
+        r = self.train(1, self.config(run_a), self.STATEFUL)
+        self.train(2, self.config(run_b), self.STATEFUL)
+        losses_a, losses_b = train_losses(run_a), train_losses(run_b)
+        self.assertEqual(sorted(losses_a), list(range(1, 41)))
+        for step in range(1, 41):
+            np.testing.assert_allclose(losses_b[step], losses_a[step], rtol=1e-5, err_msg="W=2 step %d" % step)
+        starts = self.lane_pass_starts(r.output)
+        self.assertTrue(any(0 < b < 40 for b in starts), "the run must cross a pass start: %s" % starts[:8])
+        stop = 20 if 20 not in starts else 21  # resume mid-pass, where the carried state matters
+
+        # Lane states: [layers, V*L, hidden], every lane of both ranks carried, equal on W=1 and W=2.
+        def extra(run, step):
+            with h5py.File(os.path.join(run, "checkpoints", "step-%08d.h5" % step), "r") as f:
+                return {name: f["extra"][name][()] for name in f["extra"]}
+        states_a, states_b = extra(run_a, 20), extra(run_b, 20)
+        self.assertEqual(sorted(states_b), ["lstm_state.m1.c", "lstm_state.m1.h", "lstm_state.m5.c", "lstm_state.m5.h"])
+        for name, state in states_b.items():
+            self.assertEqual(state.shape, (1, 16, 16), name)
+            per_lane = np.abs(state).sum(axis=(0, 2))
+            self.assertTrue((per_lane > 0).all(), "%s: lanes without state: %s" % (name, per_lane))
+            np.testing.assert_allclose(state, states_a[name], rtol=1e-4, atol=1e-6, err_msg=name)
+
+        # Stopped on 2 ranks mid-pass, resumed on 1: the same losses as the uninterrupted run.
+        run_c = self.path("lanes-stop")
+        config_c = self.config(run_c)
+        self.train(2, config_c, self.STATEFUL, env={"MEGABATCH_FAULT_STOP_STEP": str(stop)}, expect=75)
+        resumed = self.path("lanes-resumed")
+        shutil.copytree(run_c, resumed)
+        self.train(1, config_c, self.STATEFUL + ["run.dir=" + resumed])
+        losses_c = train_losses(resumed)
+        self.assertEqual(sorted(losses_c), list(range(1, 41)))
+        for step in range(1, 41):
+            np.testing.assert_allclose(losses_c[step], losses_a[step], rtol=1e-5, err_msg="resumed step %d" % step)
+
+        # The carried state matters: the same checkpoint with zeroed lane states continues differently.
+        zeroed = self.path("lanes-zeroed")
+        shutil.copytree(run_c, zeroed)
+        with h5py.File(latest_checkpoint(zeroed), "r+") as f:
+            for name in f["extra"]:
+                f["extra"][name][...] = 0
+        self.train(1, config_c, self.STATEFUL + ["run.dir=" + zeroed])
+        self.assertNotAlmostEqual(train_losses(zeroed)[stop + 1], losses_a[stop + 1], places=6)
+
+        # And stateful training is not stateless training.
+        run_d = self.path("stateless")
+        self.train(1, self.config(run_d), [o for o in self.STATEFUL if o != "model.stateful=true"])
+        losses_d = train_losses(run_d)
+        self.assertFalse(all(np.isclose(losses_d[s], losses_a[s], rtol=1e-5) for s in range(1, 41)))
+
+    def test_stateful_config_errors(self):
+        run = self.path("lanes-bad")
+        r = self.train(1, self.config(run), self.STATEFUL + ["train.global_batch=30"], expect=2)
+        self.assertIn("train.global_batch = 30 is not a multiple of data.canonical_shards = 4", r.output)
+        r = self.train(1, self.config(run), self.STATEFUL + ["data.residency=stream"], expect=2)
+        self.assertIn("cannot use data.residency = stream", r.output)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
