@@ -259,7 +259,7 @@ class TrainingTest(mbtest.TempDirTestCase):
 
 
     STATEFUL = ["model.stateful=true", "data.shuffle=false", "data.canonical_shards=4", "train.global_batch=16",
-                "model.lane_stride=50", "dist.backend=mpi", "run.checkpoint_every=10"]
+                "model.lane_stride=50", "dist.backend=mpi", "run.checkpoint_every=4"]
 
     @staticmethod
     def lane_pass_starts(output, shards=4, lanes=4, stride=50):
@@ -317,6 +317,21 @@ class TrainingTest(mbtest.TempDirTestCase):
                 f["extra"][name][...] = 0
         self.train(1, config_c, self.STATEFUL + ["run.dir=" + zeroed])
         self.assertNotAlmostEqual(train_losses(zeroed)[stop + 1], losses_a[stop + 1], places=6)
+
+        # Lanes restart at every pass start: resumed there from zeroed states, nothing changes.
+        boundary = max(b for b in starts if 0 < b < 40 and b % 4 == 0)
+        at_start = self.path("pass-start.h5")
+        shutil.copy(os.path.join(run_a, "checkpoints", "step-%08d.h5" % boundary), at_start)
+        with h5py.File(at_start, "r+") as f:
+            self.assertGreater(np.abs(f["extra"]["lstm_state.m1.h"][()]).sum(), 0)
+            for name in f["extra"]:
+                f["extra"][name][...] = 0
+        run_e = self.path("lanes-restart")
+        self.train(2, self.config(run_e), self.STATEFUL + ["run.resume=" + at_start])
+        losses_e = train_losses(run_e)
+        self.assertEqual(sorted(losses_e), list(range(boundary + 1, 41)))
+        for step in losses_e:
+            np.testing.assert_allclose(losses_e[step], losses_a[step], rtol=1e-5, err_msg="pass start %d" % step)
 
         # And stateful training is not stateless training.
         run_d = self.path("stateless")
