@@ -58,7 +58,7 @@ GlobalOrder::GlobalOrder(std::int64_t numItems, std::int64_t numShards, std::uin
   if (numShards < 1 || numItems < numShards || globalBatch < 1)
     throw std::invalid_argument("GlobalOrder needs 1 <= V <= items and a positive batch");
   shortLength_ = numItems / numShards;
-  // The loader reports these as config and data errors first (ShardedData.cpp, checkLanes).
+  // The loader reports these as config and data errors first (ShardedData.cpp, laneSpec).
   if (laneOrder() && (lanes.stride < 1 || globalBatch != numLanes() || shortestLane() < 1 ||
                       shuffle || chunkItems > 0))
     throw std::invalid_argument(

@@ -141,15 +141,21 @@ std::optional<CheckpointContent> Trainer::findResumePoint() {
     resumed = readCheckpointFile(mode);
     logger().info("resuming from {} (step {})", mode, resumed->trainer.step);
   });
+  std::pair<std::int64_t, std::int64_t> laneOrder{-1, -1};
+  dist::agreed(control_, "reading the lane order of the checkpoint", [&] {
+    if (resumed) laneOrder = savedLaneOrder(*resumed);
+  });
   // Every rank learns whether training resumes and where it stands.
-  at::Tensor header = at::zeros({12}, at::kDouble);
+  at::Tensor header = at::zeros({14}, at::kDouble);
   if (resumed) {
     const TrainerState& s = resumed->trainer;
-    header = at::tensor(
-        {1.0, double(s.step), double(s.epoch), double(s.batchInEpoch), double(s.samplesSeen),
-         double(s.canonicalShards), double(s.seed), double(s.globalBatch), double(s.badSteps),
-         s.bestMetric, double(s.bestStep), double(s.evalsWithoutImprovement)},
-        at::kDouble);
+    auto [lanes, stride] = laneOrder;
+    header =
+        at::tensor({1.0, double(s.step), double(s.epoch), double(s.batchInEpoch),
+                    double(s.samplesSeen), double(s.canonicalShards), double(s.seed),
+                    double(s.globalBatch), double(s.badSteps), s.bestMetric, double(s.bestStep),
+                    double(s.evalsWithoutImprovement), double(lanes), double(stride)},
+                   at::kDouble);
   }
   control_.broadcast(header, 0, "resume header");
   auto h = header.accessor<double, 1>();
@@ -166,6 +172,8 @@ std::optional<CheckpointContent> Trainer::findResumePoint() {
     s.bestMetric = h[9];
     s.bestStep = std::llround(h[10]);
     s.evalsWithoutImprovement = std::llround(h[11]);
+    savedLanes_ = std::llround(h[12]);
+    savedLaneStride_ = std::llround(h[13]);
     if (!isRoot()) resumed.emplace();  // placeholder: tensors arrive by broadcast
     resumed->trainer = s;
   }
@@ -192,6 +200,19 @@ void Trainer::applyCheckpointOrder(const std::optional<CheckpointContent>& resum
   keep("data.canonical_shards", config_.data.canonicalShards, state_.canonicalShards);
   keep("train.seed", config_.train.seed, state_.seed);
   keep("train.global_batch", config_.train.globalBatch, state_.globalBatch);
+  if (config_.model.stateful && savedLaneStride_ > 0) {
+    keep("model.lanes", config_.model.lanes, savedLanes_);
+    keep("model.lane_stride", config_.model.laneStride, savedLaneStride_);
+  }
+}
+
+// Rank 0: the lane order (Note [Lane order]) a stateful run was started with, from the
+// checkpoint's config; {-1, -1} when the run was not stateful or this one is not.
+std::pair<std::int64_t, std::int64_t> Trainer::savedLaneOrder(const CheckpointContent& resumed) {
+  if (!isRoot() || !config_.model.stateful) return {-1, -1};
+  Config saved = parseConfig(resumed.configYaml, "the checkpoint's /meta config");
+  if (!saved.model.stateful) return {-1, -1};
+  return {saved.model.lanes, saved.model.laneStride};
 }
 
 void Trainer::buildModelAndOptimizer() {

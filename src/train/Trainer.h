@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -58,6 +59,7 @@ class Trainer {
   void prepareRunDirectory();
   std::optional<CheckpointContent> findResumePoint();
   void applyCheckpointOrder(const std::optional<CheckpointContent>& resumed);
+  std::pair<std::int64_t, std::int64_t> savedLaneOrder(const CheckpointContent& resumed);
   void buildModelAndOptimizer();
   void restoreFrom(std::optional<CheckpointContent>& resumed);
 
@@ -96,6 +98,9 @@ class Trainer {
   std::int64_t totalSteps_ = 0;
   std::int64_t microBatch_ = 0;
   std::int64_t lastCheckpointStep_ = -1;
+  // The resumed run's model.lanes and model.lane_stride (Note [Lane order]); -1 = none.
+  std::int64_t savedLanes_ = -1;
+  std::int64_t savedLaneStride_ = -1;
   std::int64_t epochMemoryStart_ = -1;
   std::int64_t slowWindows_ = 0;  // log windows with a data or communication warning
   // Test hooks (environment): MEGABATCH_FAULT_NAN_STEP / _COUNT / _RANK make the loss NaN on

@@ -303,7 +303,9 @@ class TrainingTest(mbtest.TempDirTestCase):
         self.train(2, config_c, self.STATEFUL, env={"MEGABATCH_FAULT_STOP_STEP": str(stop)}, expect=75)
         resumed = self.path("lanes-resumed")
         shutil.copytree(run_c, resumed)
-        self.train(1, config_c, self.STATEFUL + ["run.dir=" + resumed])
+        # (A changed lane stride is overruled: the run keeps the order it started with.)
+        r = self.train(1, config_c, self.STATEFUL + ["run.dir=" + resumed, "model.lane_stride=7"])
+        self.assertIn("model.lane_stride = 7 in the config, but the run was started with 50", r.output)
         losses_c = train_losses(resumed)
         self.assertEqual(sorted(losses_c), list(range(1, 41)))
         for step in range(1, 41):
