@@ -12,7 +12,8 @@ torch.set_num_threads(threads). Both time the same number of steps after warm-up
 the repeats are reported with their ratio (> 1 means megabatch is faster).
 
 usage: /usr/bin/python3 bench/models/cpu_throughput.py BUILD_DIR [--repeats 5] [--steps 200]
-                                                      [--threads 1] [--out results.json]
+                                                      [--threads 1] [--only lstm|gpt]
+                                                      [--out results.json]
 """
 import argparse
 import json
@@ -164,6 +165,7 @@ def main():
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20, help="also the log window; divides --steps")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--only", choices=["lstm", "gpt"], help="time one model only")
     parser.add_argument("--out", default="")
     args = parser.parse_args()
     binary = os.path.join(os.path.abspath(args.build), "megabatch")
@@ -173,6 +175,8 @@ def main():
         ("demo LSTM", os.path.join(ROOT, "configs", "demo.yaml"), demo, lstm_baseline, 128),
         ("tiny GPT", os.path.join(ROOT, "configs", "arith-gpt.yaml"), arith, gpt_baseline, 128),
     ]
+    if args.only:
+        cases = [c for c in cases if args.only in c[0].lower()]
     results = []
     for name, config, path, baseline, batch in cases:
         mb, py = [], []

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "common/Error.h"
+#include "common/HostAllocator.h"
 #include "common/Log.h"
 #include "common/Strings.h"
 #include "common/TorchCompat.h"
@@ -248,6 +249,7 @@ long ParsedArgs::getInt(const std::string& name, long fallback) const {
 }
 
 int main(int argc, char** argv) {
+  keepFreedHostMemory();
   if (argc < 2) {
     printUsage(stderr);
     return static_cast<int>(ExitCode::kUsage);

@@ -11,6 +11,15 @@
 
 namespace mb::model {
 namespace detail {
+namespace {
+
+// torch::nn::Linear's forward in LibTorch 1.13 is matmul followed by a separate bias add; the
+// fused at::linear (what Python's nn.Linear calls) folds [B, T, C] into one addmm.
+at::Tensor linear(const torch::nn::Linear& layer, const at::Tensor& x) {
+  return at::linear(x, layer->weight, layer->bias);
+}
+
+}  // namespace
 
 GptLayerNormImpl::GptLayerNormImpl(std::int64_t width, bool bias) {
   weight = register_parameter("weight", at::ones({width}));
@@ -33,7 +42,7 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptOptions& options)
 at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x, KvCache* cache,
                                             std::size_t layer) {
   std::int64_t b = x.size(0), t = x.size(1), c = x.size(2), d = c / heads_;
-  auto qkv = c_attn_->forward(x).split(c, 2);  // 3 x [B, T, C]
+  auto qkv = linear(c_attn_, x).split(c, 2);  // 3 x [B, T, C]
   auto heads = [&](const at::Tensor& y) { return y.view({b, t, heads_, d}).transpose(1, 2); };
   at::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);  // [B, H, T, D]
   std::int64_t past = 0;
@@ -58,7 +67,7 @@ at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x, KvCache* cache,
   if (past > 0 && t > 1) mask = at::ones({t, past + t}, x.options().dtype(at::kBool)).tril(past);
   at::Tensor y = compat::scaledDotProductAttention(q, k, v, mask, causal, dropout_, is_training());
   y = y.transpose(1, 2).contiguous().view({b, t, c});  // [B, T, C]
-  return at::dropout(c_proj_->forward(y), dropout_, is_training());
+  return at::dropout(linear(c_proj_, y), dropout_, is_training());
 }
 
 GptMlpImpl::GptMlpImpl(const GptOptions& options) : dropout_(options.dropout) {
@@ -70,7 +79,7 @@ GptMlpImpl::GptMlpImpl(const GptOptions& options) : dropout_(options.dropout) {
 }
 
 at::Tensor GptMlpImpl::forward(const at::Tensor& x) {
-  return at::dropout(c_proj_->forward(at::gelu(c_fc_->forward(x))), dropout_, is_training());
+  return at::dropout(linear(c_proj_, at::gelu(linear(c_fc_, x))), dropout_, is_training());
 }
 
 BlockImpl::BlockImpl(const GptOptions& options) {
