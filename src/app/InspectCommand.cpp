@@ -9,6 +9,7 @@
 #include "data/Tools.h"
 #include "dist/Runtime.h"
 #include "train/Checkpoint.h"
+#include "train/CheckpointModel.h"
 
 namespace mb::app {
 namespace {
@@ -41,8 +42,11 @@ bool isCheckpoint(const std::string& path) {
 int runInspect(const ParsedArgs& args, dist::Runtime& runtime) {
   if (args.positionals.size() != 1)
     throw ConfigError("megabatch inspect takes one FILE", "usage: megabatch inspect FILE");
-  const std::string& path = args.positionals.front();
+  std::string path = args.positionals.front();
   if (runtime.rank() != 0) return 0;  // a description, not a collective job
+  // A run directory or its checkpoints/latest pointer: the checkpoint `eval` would load.
+  if (std::filesystem::is_directory(path) || std::filesystem::path(path).filename() == "latest")
+    path = train::resolveCheckpointPath(path);
   if (isCheckpoint(path)) return inspectCheckpoint(path);
   std::fputs(data::describeDataFile(path).c_str(), stdout);
   return 0;

@@ -16,24 +16,39 @@
 namespace mb::train {
 namespace fs = std::filesystem;
 
+namespace {
+
+// `latest` holds the file name of the newest checkpoint in its directory; "" if unreadable.
+std::string followLatest(const fs::path& latestFile) {
+  std::ifstream latest(latestFile);
+  std::string name;
+  std::getline(latest, name);
+  name = str::trim(name);
+  return name.empty() ? "" : (latestFile.parent_path() / name).string();
+}
+
+}  // namespace
+
 std::string resolveCheckpointPath(const std::string& fileOrRunDir) {
   if (!fs::is_directory(fileOrRunDir)) {
     if (!fs::exists(fileOrRunDir))
       throw CheckpointError("checkpoint " + fileOrRunDir + " does not exist",
                             "pass a checkpoint file or a run directory (run.dir)");
-    return fileOrRunDir;
+    if (fs::path(fileOrRunDir).filename() != "latest") return fileOrRunDir;
+    std::string target = followLatest(fileOrRunDir);
+    if (target.empty())
+      throw CheckpointError(fileOrRunDir + " names no checkpoint (it is empty)",
+                            "pass a step-N.h5 file from the same directory");
+    return target;
   }
   fs::path dir = fs::path(fileOrRunDir) / "checkpoints";
   if (fs::exists(dir / "best.h5")) return (dir / "best.h5").string();
-  std::ifstream latest(dir / "latest");
-  std::string name;
-  std::getline(latest, name);
-  name = str::trim(name);
-  if (name.empty())
+  std::string target = followLatest(dir / "latest");
+  if (target.empty())
     throw CheckpointError(
         fileOrRunDir + " has no checkpoints (no checkpoints/best.h5 or checkpoints/latest)",
         "train first, or pass a checkpoint file");
-  return (dir / name).string();
+  return target;
 }
 
 // Copies checkpoint tensors into the model by state_dict name; every name must match both ways.

@@ -299,6 +299,13 @@ RunOutcome Trainer::run() {
       "{} ranks, precision {}",
       totalSteps_, perEpoch, state_.step, config_.train.globalBatch, microBatch_, runtime_.size(),
       toString(config_.train.precision));
+  if (laneCount() > 0) {
+    const data::LaneSpec& lanes = data_->order().lanes();
+    logger().info(
+        "stateful lanes: {} ({} canonical shards x {}), stride {}: an epoch is {} pass(es) of "
+        "one item per lane per step; lane states restart at each pass",
+        laneCount(), data_->order().numShards(), lanes.lanesPerShard, lanes.stride, lanes.stride);
+  }
 
   progress_ = std::make_unique<ProgressBar>(config_.run.progress, isRoot());
   Window window;

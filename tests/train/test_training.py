@@ -192,6 +192,11 @@ class TrainingTest(mbtest.TempDirTestCase):
         self.assertFalse(glob.glob(os.path.join(run, "checkpoints", "*.tmp")))
         described = mbtest.run(["inspect", latest_checkpoint(run)])
         self.assertExit(described, 0, "step 12", "lstm")
+        # The `latest` pointer and the run directory are accepted too (what eval would load).
+        via_pointer = mbtest.run(["inspect", os.path.join(run, "checkpoints", "latest")])
+        self.assertExit(via_pointer, 0, "step-00000012.h5: megabatch checkpoint", "step 12")
+        via_run = mbtest.run(["inspect", run])
+        self.assertExit(via_run, 0, "best.h5: megabatch checkpoint", "step %d" % best_step)
 
     def run_on_terminal(self, command):
         """Runs command with stdout and stderr on a pseudo-terminal, as a person at a shell would."""
