@@ -61,7 +61,7 @@ constexpr bool kHasFusedAttention = MB_TORCH_VERSION_AT_LEAST(2, 0);
 // softmax(q k^T / sqrt(D) + mask) v for q [B, H, Tq, D], k and v [B, H, Tk, D].
 // `causal` masks key j > query i (top-left aligned, so only meaningful when Tq == Tk);
 // `mask` (bool [Tq, Tk], true = may attend) covers the other cases; at most one of the two.
-// 2.x runs the fused kernel (flash attention on CUDA); 1.13 runs the same math step by step,
+// 2.x runs the fused kernel (flash attention on CUDA); 1.13 runs the same math as two GEMMs,
 // with the softmax in fp32 as the fused kernels do.
 inline at::Tensor scaledDotProductAttention(const at::Tensor& q, const at::Tensor& k,
                                             const at::Tensor& v, const at::Tensor& mask,
@@ -72,17 +72,26 @@ inline at::Tensor scaledDotProductAttention(const at::Tensor& q, const at::Tenso
   if (mask.defined()) attnMask = mask;
   return at::scaled_dot_product_attention(q, k, v, attnMask, p, causal);
 #else
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).to(at::kFloat);  // [B, H, Tq, Tk]
-  scores = scores.mul(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  // One batched GEMM computes scale * q k^T + bias, with bias 0 where a key may be seen and
+  // -inf elsewhere, so scaling and masking cost no extra passes over the [B, H, Tq, Tk]
+  // scores, forward or backward (the GEMM initialises its output from bias either way).
+  const std::int64_t b = q.size(0), h = q.size(1), tq = q.size(2), tk = k.size(2);
+  const std::int64_t d = q.size(3);
+  at::Tensor q3 = q.reshape({b * h, tq, d});
+  at::Tensor kT = k.reshape({b * h, tk, d}).transpose(1, 2);  // [B*H, D, Tk]
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const double minusInf = -std::numeric_limits<double>::infinity();
+  at::Tensor bias;
   if (causal) {
-    at::Tensor above = at::ones({q.size(-2), k.size(-2)}, q.options().dtype(at::kBool)).triu(1);
-    scores = scores.masked_fill(above, -std::numeric_limits<float>::infinity());
+    bias = at::full({tq, tk}, minusInf, q.options()).triu(1);
   } else if (mask.defined()) {
-    scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<float>::infinity());
+    bias = at::zeros({tq, tk}, q.options()).masked_fill(mask.logical_not(), minusInf);
   }
-  at::Tensor weights = at::softmax(scores, -1).to(v.scalar_type());
+  at::Tensor scores = bias.defined() ? at::baddbmm(bias, q3, kT, /*beta=*/1.0, /*alpha=*/scale)
+                                     : at::bmm(q3, kT).mul(scale);  // [B*H, Tq, Tk]
+  at::Tensor weights = at::softmax(scores.to(at::kFloat), -1).to(v.scalar_type());
   if (p > 0.0) weights = at::dropout(weights, p, true);
-  return at::matmul(weights, v);  // [B, H, Tq, D]
+  return at::bmm(weights, v.reshape({b * h, tk, d})).view({b, h, tq, d});
 #endif
 }
 
