@@ -102,8 +102,9 @@ const std::vector<CommandSpec>& commands() {
        true,
        runData},
       {"inspect",
-       "megabatch inspect FILE",
-       "describe a data file or a checkpoint",
+       "megabatch inspect FILE|RUN_DIR",
+       "describe a data file or a checkpoint (a run directory or checkpoints/latest: the "
+       "checkpoint eval would load)",
        {},
        true,
        runInspect},
