@@ -4,8 +4,8 @@
 // The *_ABORT variants are for destructors and watchdog threads, where throwing is wrong:
 // they log the same text and abort the process.
 //
-// This header includes no library headers: a file that uses MB_MPI_CHECK includes <mpi.h>
-// itself (and lives in src/dist/, the only place MPI is called).
+// This header includes no library headers (the CUDA/NCCL macros expand only in files that
+// include them); the MPI checks live in dist/MpiCheck.h, next to the only code that calls MPI.
 #include <string>
 
 #include "common/Error.h"
@@ -24,18 +24,6 @@ std::string hdf5ErrorStack();
 #define MB_CHECK(cond, ErrorType, ...)         \
   do {                                         \
     if (!(cond)) throw ErrorType(__VA_ARGS__); \
-  } while (0)
-
-#define MB_MPI_CHECK(expr)                                                                        \
-  do {                                                                                            \
-    int mbStatus_ = (expr);                                                                       \
-    if (mbStatus_ != MPI_SUCCESS) {                                                               \
-      char mbText_[MPI_MAX_ERROR_STRING];                                                         \
-      int mbLen_ = 0;                                                                             \
-      MPI_Error_string(mbStatus_, mbText_, &mbLen_);                                              \
-      ::mb::detail::throwCheckFailure(::mb::ExitCode::kFailure, "MPI", #expr, __FILE__, __LINE__, \
-                                      std::string(mbText_, mbLen_));                              \
-    }                                                                                             \
   } while (0)
 
 // HDF5 calls return a negative hid_t/herr_t on failure; the error stack says why.
@@ -79,16 +67,4 @@ std::string hdf5ErrorStack();
     if (mbStatus_ != ncclSuccess && mbStatus_ != ncclInProgress)         \
       ::mb::detail::abortCheckFailure("NCCL", #expr, __FILE__, __LINE__, \
                                       ncclGetErrorString(mbStatus_));    \
-  } while (0)
-
-#define MB_MPI_CHECK_ABORT(expr)                                        \
-  do {                                                                  \
-    int mbStatus_ = (expr);                                             \
-    if (mbStatus_ != MPI_SUCCESS) {                                     \
-      char mbText_[MPI_MAX_ERROR_STRING];                               \
-      int mbLen_ = 0;                                                   \
-      MPI_Error_string(mbStatus_, mbText_, &mbLen_);                    \
-      ::mb::detail::abortCheckFailure("MPI", #expr, __FILE__, __LINE__, \
-                                      std::string(mbText_, mbLen_));    \
-    }                                                                   \
   } while (0)

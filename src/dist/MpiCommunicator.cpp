@@ -7,10 +7,10 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
-#include "common/Check.h"
 #include "common/Log.h"
 #include "common/Strings.h"
 #include "dist/FaultInjection.h"
+#include "dist/MpiCheck.h"
 #include "dist/Watchdog.h"
 
 namespace mb::dist {

@@ -12,11 +12,11 @@
 
 #include <ATen/Functions.h>
 
-#include "common/Check.h"
 #include "common/Environment.h"
 #include "common/Log.h"
 #include "common/Strings.h"
 #include "dist/Agreement.h"
+#include "dist/MpiCheck.h"
 #include "dist/MpiCommunicator.h"
 #include "dist/SingleCommunicator.h"
 
