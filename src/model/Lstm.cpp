@@ -78,7 +78,7 @@ at::Tensor Lstm::encode(std::size_t s, const at::Tensor& input, const at::Tensor
     auto out = lstm->forward(x);
     return std::get<0>(std::get<1>(out))[layers_ - 1];  // [B, hidden]
   }
-  growLanes(lanes.max().item<std::int64_t>() + 1);
+  if (!laneH_[s].defined()) growLanes(lanes.max().item<std::int64_t>() + 1);  // the first batch
   at::Tensor ids = lanes.to(laneH_[s].device(), at::kLong);
   auto h0 = laneH_[s].index_select(1, ids).to(x.scalar_type());  // [layers, B, hidden]
   auto c0 = laneC_[s].index_select(1, ids).to(x.scalar_type());

@@ -15,9 +15,10 @@
 // pair per stream. The trainer sizes them to all lanes of the run on every rank
 // (setLaneCount), so their shapes agree across ranks; a rank only advances the lanes of its
 // own shards, and a checkpoint sums every rank's own lanes (Trainer::laneStates). Without
-// setLaneCount they grow on demand to the largest lane id seen. Which rows form a lane, and
-// when lanes restart, is Note [Lane order] (data/GlobalOrder.h). A batch without lanes runs
-// from a zero state (evaluation); in training mode a stateful model refuses one, because
+// setLaneCount (a model used on its own) the first lane batch sizes them to its largest lane
+// id; after that the step reads no lane id on the host (no per-step sync). Which rows form a
+// lane, and when lanes restart, is Note [Lane order] (data/GlobalOrder.h). A batch without lanes
+// runs from a zero state (evaluation); in training mode a stateful model refuses one, because
 // silently dropping the carried state would be wrong.
 //
 // Note [LSTM precision]
