@@ -3,11 +3,13 @@ features, batch 128) from a series file: megabatch's device-side window gather (
 "device" is the CPU) next to a Python h5py + torch DataLoader reading the same windows, side by
 side in one run. Also the floor: one memcpy of a batch's bytes.
 
-    /usr/bin/python3 bench/data/gather_bench.py [--rows 200000] [--batches 200] [--repeats 3]
+    /usr/bin/python3 bench/data/gather_bench.py [--rows 200000] [--batches 200] [--repeats 5]
 
-Medians over batches, then the median over repeated runs. Both sides use one thread
-(OMP_NUM_THREADS=1, torch.set_num_threads(1)); megabatch is also timed with every core, the
-DataLoader with 2 worker processes.
+Medians over batches; each repeat runs every variant once (interleaved, so a busy moment of the
+host hits them alike), and the ratio is the median of the per-repeat ratios. megabatch is timed
+with one thread (OMP_NUM_THREADS=1) and with every core (its default); the DataLoader with
+num_workers=0 (its fastest setting here: one thread, h5py reads are serial) and 2 workers. The
+floor is one copy_ of a batch's bytes, with one thread and with every core.
 """
 import argparse
 import json
@@ -79,7 +81,9 @@ def baseline(path, batches, workers):
     return 1e3 * statistics.median(times)
 
 
-def floor_ms(repeats=50):
+def floor_ms(threads, repeats=50):
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
     src = torch.randn(BATCH * WINDOW, FEATURES)
     dst = torch.empty_like(src)
     times = []
@@ -87,6 +91,7 @@ def floor_ms(repeats=50):
         start = time.perf_counter()
         dst.copy_(src)
         times.append(time.perf_counter() - start)
+    torch.set_num_threads(previous)
     return 1e3 * statistics.median(times)
 
 
@@ -94,7 +99,9 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--rows", type=int, default=200000)
     p.add_argument("--batches", type=int, default=200)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--quick-workers", action="store_true",
+                   help="time the num_workers=2 DataLoader in the first repeat only (it is the slowest)")
     p.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..", "..", "build", "megabatch"))
     args = p.parse_args()
     torch.set_num_threads(1)
@@ -106,28 +113,39 @@ def main():
             f.write("data:\n  path: %s\n  layout: series\n  streams: [{name: m1, window: %d}]\n"
                     "  canonical_shards: 16\n  residency: host\ntrain: {global_batch: %d}\n" % (path, WINDOW, BATCH))
         subprocess.run("cat '%s' > /dev/null" % path, shell=True, check=True)
-        mine = [ours(args.bin, config, args.batches, os.path.join(tmp, "r.json")) for _ in range(args.repeats)]
         cores = os.cpu_count()
-        mine_all = [ours(args.bin, config, args.batches, os.path.join(tmp, "r.json"), cores) for _ in range(args.repeats)]
-        base0 = [baseline(path, min(args.batches, 100), 0) for _ in range(args.repeats)]
-        base2 = [baseline(path, min(args.batches, 100), 2) for _ in range(args.repeats)]
-        floor = floor_ms()
+        report = os.path.join(tmp, "r.json")
+        # Interleaved: each repeat runs every variant once, so a busy moment of the host hits
+        # all of them alike, and the ratios are taken within a repeat.
+        rows = {"mine1": [], "mine_all": [], "base0": [], "base2": []}
+        for r in range(args.repeats):
+            rows["mine1"].append(ours(args.bin, config, args.batches, report))
+            rows["mine_all"].append(ours(args.bin, config, args.batches, report, cores))
+            rows["base0"].append(baseline(path, min(args.batches, 100), 0))
+            if r == 0 or not args.quick_workers:
+                rows["base2"].append(baseline(path, min(args.batches, 100), 2))
+            print("repeat %d: megabatch %.2f ms (1 thread) %.2f ms (%d threads); DataLoader %.2f ms (0 workers)"
+                  % (r + 1, rows["mine1"][-1], rows["mine_all"][-1], cores, rows["base0"][-1]), flush=True)
+        floor1 = floor_ms(1)
+        floor_all = floor_ms(cores)
+        med = {k: statistics.median(v) for k, v in rows.items()}
+        ratio1 = statistics.median(b / m for b, m in zip(rows["base0"], rows["mine1"]))
+        ratio_all = statistics.median(b / m for b, m in zip(rows["base0"], rows["mine_all"]))
         batch_mb = BATCH * WINDOW * FEATURES * 4 / 2 ** 20
-        ours_ms = statistics.median(mine)
         print("file: %d rows x %d float32 (%.0f MiB); batch %d x window %d x %d features = %.1f MiB"
               % (args.rows, FEATURES, args.rows * FEATURES * 4 / 2 ** 20, BATCH, WINDOW, FEATURES, batch_mb))
-        print("| loader | ms per batch (median) | vs megabatch |")
-        print("|---|---|---|")
-        print("| megabatch window gather (host resident, 1 thread) | %.2f | 1.0x |" % ours_ms)
-        print("| megabatch window gather (host resident, %d threads) | %.2f | |" % (cores, statistics.median(mine_all)))
-        print("| h5py + DataLoader, num_workers=0 | %.2f | %.1fx slower |" % (statistics.median(base0),
-                                                                            statistics.median(base0) / ours_ms))
-        print("| h5py + DataLoader, num_workers=2 | %.2f | %.1fx slower |" % (statistics.median(base2),
-                                                                            statistics.median(base2) / ours_ms))
-        print("| floor: one memcpy of the batch (torch copy_, 1 thread) | %.2f | |" % floor)
-        print("ratio to the DataLoader (num_workers=0): %.1fx with 1 thread, %.1fx with %d threads"
-              % (statistics.median(base0) / ours_ms, statistics.median(base0) / statistics.median(mine_all), cores))
-
+        print("| loader | ms per batch (median of %d repeats) |" % args.repeats)
+        print("|---|---|")
+        print("| megabatch window gather (host resident, 1 thread) | %.2f |" % med["mine1"])
+        print("| megabatch window gather (host resident, %d threads) | %.2f |" % (cores, med["mine_all"]))
+        print("| h5py + DataLoader, num_workers=0 | %.2f |" % med["base0"])
+        print("| h5py + DataLoader, num_workers=2 | %.2f |" % med["base2"])
+        print("| floor: one copy of the batch's bytes (torch copy_, 1 thread) | %.2f |" % floor1)
+        print("| floor: one copy of the batch's bytes (torch copy_, %d threads) | %.2f |" % (cores, floor_all))
+        print("ratio DataLoader (num_workers=0, its fastest setting) / megabatch, median of per-repeat ratios:"
+              " %.2fx with 1 thread, %.2fx with %d threads" % (ratio1, ratio_all, cores))
+        print("gather / floor: %.2f (1 thread), %.2f (%d threads)" % (med["mine1"] / floor1, med["mine_all"] / floor_all,
+                                                                     cores))
 
 if __name__ == "__main__":
     main()
