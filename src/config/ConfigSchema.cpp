@@ -354,7 +354,7 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("train.seed", train.seed, "seed for init and data order", {"random_seed"}),
       MB_FIELD("train.device", train.device, "auto, cpu, or cuda"),
       MB_FIELD("train.cuda_graphs", train.cudaGraphs,
-               "capture the step in a CUDA graph (static shapes)"),
+               "capture the step in a CUDA graph (not implemented yet: warns, runs eagerly)"),
       MB_FIELD("train.threads", train.threads,
                "CPU threads per rank; 0 = cores / ranks on the node", {"num_threads"}),
       MB_FIELD("train.memory_growth_warn_mb", train.memoryGrowthWarnMb,

@@ -10,6 +10,7 @@ set_property(TEST py.optimizer_parity APPEND PROPERTY ENVIRONMENT
 foreach(case elastic_resume_matches_uninterrupted_run nan_step_is_skipped_on_every_rank
              too_many_bad_steps_stops_cleanly bf16_on_cpu_trains_like_fp32 keep_last_latest_and_best
              sigterm_to_every_rank_checkpoints_and_resumes progress_bar_on_a_terminal_and_lines_otherwise
-             stateful_lanes_are_world_size_independent_and_resume stateful_config_errors)
+             stateful_lanes_are_world_size_independent_and_resume stateful_config_errors
+             cuda_graphs_setting_is_not_silently_ignored)
   mb_add_python_test(train.${case} train/test_training.py ARGS TrainingTest.test_${case} TIMEOUT 900)
 endforeach()

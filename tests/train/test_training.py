@@ -176,6 +176,14 @@ class TrainingTest(mbtest.TempDirTestCase):
         l32, l16 = tail(run32), tail(run16)
         self.assertLess(abs(l16 - l32) / l32, 0.05, "bf16 %g vs fp32 %g" % (l16, l32))
 
+    def test_cuda_graphs_setting_is_not_silently_ignored(self):
+        # Graph capture is not built yet: a run that asks for it must say so, not look effective.
+        r = self.train(1, self.config(self.path("graphs")), ["train.max_steps=2", "train.cuda_graphs=true"])
+        self.assertIn("train.cuda_graphs = true: capturing the step in a CUDA graph is not implemented yet",
+                      r.output, repr(r))
+        plain = self.train(1, self.config(self.path("eager")), ["train.max_steps=2"])
+        self.assertNotIn("cuda_graphs", plain.output)
+
     def test_keep_last_latest_and_best(self):
         run = self.path("keep")
         self.train(2, self.config(run), ["train.max_steps=12", "run.checkpoint_every=2", "run.keep_last=2",
