@@ -12,6 +12,8 @@ enum class Layout { kSamples, kSeries, kTokens };
 enum class Residency { kAuto, kDevice, kHost, kStream };
 enum class DType { kFp32, kBf16 };
 enum class DeviceKind { kAuto, kCpu, kCuda };
+// When the host reads a step's gradient norm (Note [Step checks] in train/Trainer.cpp).
+enum class HostSync { kAuto, kStep, kLog };
 enum class ModelKind { kLstm, kGpt, kMlp };
 enum class Task { kRegression, kClassification };
 enum class LossKind { kAuto, kMse, kHuber, kCrossEntropy };
@@ -100,6 +102,7 @@ struct TrainConfig {
   std::int64_t seed = 1234;
   DeviceKind device = DeviceKind::kAuto;
   bool cudaGraphs = false;
+  HostSync hostSync = HostSync::kAuto;  // auto: every step on CPU, at log steps on CUDA
   std::int64_t threads = 0;         // intra-op CPU threads per rank; 0 = cores / ranks on the node
   double memoryGrowthWarnMb = 256;  // warn when allocated memory grows more than this per epoch
   EarlyStoppingConfig earlyStopping;

@@ -38,6 +38,8 @@ MB_ENUM_TABLE(Residency, {Residency::kAuto, "auto"}, {Residency::kDevice, "devic
 MB_ENUM_TABLE(DType, {DType::kFp32, "fp32"}, {DType::kBf16, "bf16"})
 MB_ENUM_TABLE(DeviceKind, {DeviceKind::kAuto, "auto"}, {DeviceKind::kCpu, "cpu"},
               {DeviceKind::kCuda, "cuda"})
+MB_ENUM_TABLE(HostSync, {HostSync::kAuto, "auto"}, {HostSync::kStep, "step"},
+              {HostSync::kLog, "log"})
 MB_ENUM_TABLE(ModelKind, {ModelKind::kLstm, "lstm"}, {ModelKind::kGpt, "gpt"},
               {ModelKind::kMlp, "mlp"})
 MB_ENUM_TABLE(Task, {Task::kRegression, "regression"}, {Task::kClassification, "classification"})
@@ -355,6 +357,9 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("train.device", train.device, "auto, cpu, or cuda"),
       MB_FIELD("train.cuda_graphs", train.cudaGraphs,
                "capture the step in a CUDA graph (not implemented yet: warns, runs eagerly)"),
+      MB_FIELD("train.host_sync", train.hostSync,
+               "when the host reads the gradient norm: step, log (the update is masked on the "
+               "device; bad steps are counted at log steps), auto (step on CPU, log on CUDA)"),
       MB_FIELD("train.threads", train.threads,
                "CPU threads per rank; 0 = cores / ranks on the node", {"num_threads"}),
       MB_FIELD("train.memory_growth_warn_mb", train.memoryGrowthWarnMb,
@@ -451,6 +456,9 @@ std::string toString(DType value) {
   return enumName(value);
 }
 std::string toString(DeviceKind value) {
+  return enumName(value);
+}
+std::string toString(HostSync value) {
   return enumName(value);
 }
 std::string toString(ModelKind value) {

@@ -38,6 +38,7 @@ std::string toString(Layout value);
 std::string toString(Residency value);
 std::string toString(DType value);
 std::string toString(DeviceKind value);
+std::string toString(HostSync value);
 std::string toString(ModelKind value);
 std::string toString(Task value);
 std::string toString(LossKind value);

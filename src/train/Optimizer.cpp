@@ -37,7 +37,8 @@ void Optimizer::ensureState() {
 }
 
 void Optimizer::step(double lr) {
-  ++steps_;
+  steps_ = stepCount() + 1;
+  deviceSteps_ = at::Tensor();
   if (config_.name == OptimizerKind::kSgd) {
     stepSgd(lr);
   } else {
@@ -81,6 +82,79 @@ void Optimizer::stepAdam(double lr, bool decoupled) {
   at::_foreach_div_(denominators, std::sqrt(biasCorrection2));
   at::_foreach_add_(denominators, config_.eps);
   at::_foreach_addcdiv_(g.params, g.first, denominators, -lr / biasCorrection1);
+}
+
+std::int64_t Optimizer::stepCount() const {
+  return deviceSteps_.defined() ? std::llround(deviceSteps_.item<double>()) : steps_;
+}
+
+void Optimizer::step(double lr, const at::Tensor& apply) {
+  if (parameters_.empty()) return;
+  at::NoGradGuard noGrad;
+  if (!deviceSteps_.defined())
+    deviceSteps_ = at::full({}, static_cast<double>(steps_),
+                            parameters_.front().second.options().dtype(at::kDouble));
+  if (config_.name == OptimizerKind::kSgd) {
+    stepSgdMasked(lr, apply);
+  } else {
+    stepAdamMasked(lr, config_.name == OptimizerKind::kAdamW, apply);
+  }
+}
+
+// The masked update is the foreach update written per tensor with 0-d device tensors where the
+// host update has numbers: every factor that moves a parameter or a moment is multiplied by
+// `apply`, so apply = 0 leaves them bit for bit (x * 1 + 0). LibTorch 1.13 has no foreach ops
+// taking tensor scalars; the per-tensor launches cost little next to a device sync.
+void Optimizer::stepAdamMasked(double lr, bool decoupled, const at::Tensor& apply) {
+  const double beta1 = config_.beta1, beta2 = config_.beta2;
+  deviceSteps_.add_(apply);
+  // Bias corrections from the count of updates taken; clamped so a masked first step does not
+  // divide by zero (its step size is 0 anyway).
+  at::Tensor count = deviceSteps_.clamp_min(1.0);
+  at::Tensor correction1 = 1.0 - at::pow(beta1, count);
+  at::Tensor correction2Root = (1.0 - at::pow(beta2, count)).sqrt_();
+  at::Tensor stepSize = (apply * (-lr)).div_(correction1);
+  at::Tensor weight1 = apply * (1.0 - beta1), weight2 = apply * (1.0 - beta2);
+  at::Tensor decayFactor = 1.0 - apply * (lr * config_.weightDecay);
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    const at::Tensor& p = parameters_[i].second;
+    if (!p.grad().defined()) continue;
+    at::Tensor grad = p.grad();
+    if (decays_[i] && config_.weightDecay > 0) {
+      if (decoupled) {
+        p.mul_(decayFactor);
+      } else {
+        grad.add_(p, config_.weightDecay);
+      }
+    }
+    const auto type = expAvg_[i].scalar_type();  // lerp wants its weight in the state's type
+    expAvg_[i].lerp_(grad, weight1.to(type));
+    expAvgSq_[i].lerp_(grad * grad, weight2.to(type));
+    at::Tensor denominator = expAvgSq_[i].sqrt().div_(correction2Root).add_(config_.eps);
+    p.add_(expAvg_[i].div(denominator).mul_(stepSize));
+  }
+}
+
+void Optimizer::stepSgdMasked(double lr, const at::Tensor& apply) {
+  // torch.optim.SGD: the first update's buffer is the gradient itself (no dampening).
+  at::Tensor first = deviceSteps_.eq(0.0);
+  deviceSteps_.add_(apply);
+  at::Tensor keep = apply.lt(0.5);
+  at::Tensor stepSize = apply * (-lr);
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    const at::Tensor& p = parameters_[i].second;
+    if (!p.grad().defined()) continue;
+    at::Tensor grad = p.grad();
+    if (decays_[i] && config_.weightDecay > 0) grad.add_(p, config_.weightDecay);
+    at::Tensor update = grad;
+    if (config_.momentum > 0) {
+      at::Tensor& buffer = momentum_[i];
+      at::Tensor next = at::where(first, grad, buffer * config_.momentum + grad);
+      buffer.copy_(at::where(keep, buffer, next));
+      update = config_.nesterov ? grad + buffer * config_.momentum : buffer;
+    }
+    p.add_(update * stepSize);
+  }
 }
 
 void Optimizer::stepSgd(double lr) {
@@ -155,6 +229,7 @@ void Optimizer::loadState(const NamedTensors& state, std::int64_t steps) {
     target.copy_(*source);
   }
   steps_ = steps;
+  deviceSteps_ = at::Tensor();
 }
 
 double learningRate(const OptimConfig& config, std::int64_t step, std::int64_t totalSteps) {

@@ -28,10 +28,16 @@ class Optimizer {
 
   // One update with learning rate `lr` from the parameters' .grad() (undefined grads skip).
   void step(double lr);
+  // The same update, taken or not by the device: `apply` is a 0-d float on the parameters'
+  // device, 1 to update and 0 to leave parameters, state and step count exactly as they are.
+  // Gradients must be finite (zero them where apply is 0). Nothing is read on the host, so the
+  // step needs no device sync (Note [Step checks] in Trainer.cpp).
+  void step(double lr, const at::Tensor& apply);
   // Sets every gradient to zero (keeps the storage: the reducer writes into it).
   void zeroGrad();
 
-  std::int64_t stepCount() const { return steps_; }
+  // Updates taken so far (reads the device's count after masked steps: a sync).
+  std::int64_t stepCount() const;
   OptimizerKind kind() const { return config_.name; }
   // "<param name>/<state name>" -> tensor, for checkpoints.
   NamedTensors state() const;
@@ -41,6 +47,8 @@ class Optimizer {
  private:
   void stepAdam(double lr, bool decoupled);
   void stepSgd(double lr);
+  void stepAdamMasked(double lr, bool decoupled, const at::Tensor& apply);
+  void stepSgdMasked(double lr, const at::Tensor& apply);
   void ensureState();
 
   OptimConfig config_;
@@ -50,6 +58,9 @@ class Optimizer {
   std::vector<at::Tensor> expAvgSq_;  // Adam second moments
   std::vector<at::Tensor> momentum_;  // SGD momentum buffers
   std::int64_t steps_ = 0;
+  // Masked steps count here, on the device (0-d double), so the host need not read `apply`;
+  // undefined until the first masked step.
+  at::Tensor deviceSteps_;
 };
 
 // Learning rate for the (0-based) optimizer step `step` of `totalSteps`: linear warmup over

@@ -59,8 +59,6 @@ struct Trainer::Window {
   double dataSeconds = 0;
   double commSeconds = 0;
   at::Tensor lossSum;  // sum over steps of this rank's normalised loss contribution
-  double lastGradNorm = 0;
-  std::int64_t skipped = 0;
 };
 
 Trainer::Trainer(Config config, dist::Runtime& runtime)
@@ -335,7 +333,8 @@ RunOutcome Trainer::run() {
     ++state_.step;
     ++state_.batchInEpoch;
     state_.samplesSeen += data_->globalCount(state_.batchInEpoch - 1);
-    state_.badSteps = step.applied ? 0 : state_.badSteps + 1;
+    pendingChecks_.push_back({state_.step, step.gradNorm, step.skipped});
+    if (hostSyncEveryStep()) settleStepChecks();
 
     bool epochEnded = state_.batchInEpoch == perEpoch;
     bool last = state_.step == totalSteps_;
@@ -368,6 +367,7 @@ RunOutcome Trainer::run() {
     }
   }
   progress_->finish();
+  settleStepChecks();
   if (state_.step != lastCheckpointStep_) saveCheckpoint("stop");
   if (outcome == RunOutcome::kTooManyBadSteps)
     logger().error(
@@ -419,17 +419,28 @@ Trainer::StepResult Trainer::trainStep() {
   for (const auto& p : model_->parameters()) {
     if (p.grad().defined()) grads.push_back(p.grad());
   }
-  at::Tensor norms = at::stack(at::_foreach_norm(grads)).to(at::kDouble);
-  result.gradNorm = norms.norm().item<double>();
-  result.applied = std::isfinite(result.gradNorm);
-  if (result.applied) {
-    if (config_.train.gradClip > 0 && result.gradNorm > config_.train.gradClip)
-      at::_foreach_mul_(grads, config_.train.gradClip / (result.gradNorm + 1e-6));
-    optimizer_->step(currentLr());
+  at::NoGradGuard noGrad;
+  result.gradNorm = at::stack(at::_foreach_norm(grads)).to(at::kDouble).norm();
+  const double clip = config_.train.gradClip;
+  if (hostSyncEveryStep()) {
+    const double norm = result.gradNorm.item<double>();
+    const bool finite = std::isfinite(norm);
+    if (finite) {
+      if (clip > 0 && norm > clip) at::_foreach_mul_(grads, clip / (norm + 1e-6));
+      optimizer_->step(currentLr());
+    }
+    // Already on the host: settling them reads no device.
+    result.gradNorm = at::full({}, norm, at::kDouble);
+    result.skipped = at::full({}, finite ? 0.0 : 1.0, at::kDouble);
   } else {
-    logger().warn(
-        "step {}: non-finite gradient norm ({}); update skipped on every rank ({} in a row)",
-        state_.step + 1, result.gradNorm, state_.badSteps + 1);
+    at::Tensor apply = at::isfinite(result.gradNorm).to(at::kDouble);
+    at::Tensor scale = clip > 0 ? at::where(result.gradNorm > clip, clip / (result.gradNorm + 1e-6),
+                                            at::ones_like(result.gradNorm))
+                                : at::ones_like(result.gradNorm);
+    for (auto& grad : grads)
+      grad.mul_(scale).nan_to_num_(0.0, 0.0, 0.0);  // a masked step still needs finite inputs
+    optimizer_->step(currentLr(), apply);
+    result.skipped = 1.0 - apply;
   }
   optimizer_->zeroGrad();
   result.loss = lossSum / normalizer;
@@ -448,9 +459,8 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
   window.dataSeconds += step.dataSeconds;
   window.commSeconds += step.commSeconds;
   window.lossSum = window.lossSum.defined() ? window.lossSum + step.loss : step.loss.clone();
-  window.lastGradNorm = step.gradNorm;
-  window.skipped += step.applied ? 0 : 1;
   if (!force && state_.step % config_.run.logEvery != 0) return;
+  settleStepChecks();
 
   // One host sync and one small all-reduce per log line, never per step.
   at::Tensor loss = window.lossSum.to(at::kCPU, at::kDouble).reshape({1});
@@ -478,7 +488,7 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
     if (tokens) record.add("tokens_per_s", tokensPerSecond);
     record.add("step_time_s", stepSeconds).add("data_time_s", window.dataSeconds / window.steps);
     record.add("comm_time_s", window.commSeconds / window.steps).add("mem_mb", memoryMb);
-    record.add("grad_norm", window.lastGradNorm).add("skipped_steps", window.skipped);
+    record.add("grad_norm", lastGradNorm_).add("skipped_steps", skippedInWindow_);
     record.add("time", static_cast<double>(std::time(nullptr)));
     metrics_->write(record);
   }
@@ -510,6 +520,55 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
           100 * commShare);
   }
   window = Window();
+  skippedInWindow_ = 0;
+}
+
+// Note [Step checks]
+// Each step's global gradient norm decides whether the update is taken (a non-finite norm
+// skips it on every rank: the gradients are all-reduced, so every rank sees the same norm) and
+// how much it is clipped. Reading the norm on the host every step (train.host_sync = step)
+// stalls a GPU once per step: the host waits for the backward pass before it can queue the
+// optimizer and the next step. With host_sync = log the decision stays on the device: the
+// clip factor is a device tensor, non-finite gradients are zeroed, and the optimizer's update
+// is multiplied by a 0/1 `apply` flag (Optimizer::step(lr, apply)). The host reads the pending
+// norms in one transfer at log steps, before checkpoints and at the end: only then are
+// skipped steps reported and counted towards train.max_bad_steps, so a run of bad steps stops
+// at the next log step after the limit rather than exactly at it (those extra steps are
+// skipped too, so the parameters are the same). CPU runs keep host_sync = step: there is no
+// device to wait for, and the foreach update is cheaper there.
+bool Trainer::hostSyncEveryStep() const {
+  switch (config_.train.hostSync) {
+    case HostSync::kStep:
+      return true;
+    case HostSync::kLog:
+      return false;
+    case HostSync::kAuto:
+      break;
+  }
+  return !device_.is_cuda();
+}
+
+void Trainer::settleStepChecks() {
+  if (pendingChecks_.empty()) return;
+  std::vector<at::Tensor> values;
+  for (const auto& check : pendingChecks_) {
+    values.push_back(check.gradNorm);
+    values.push_back(check.skipped);
+  }
+  at::Tensor host = at::stack(values).to(at::kCPU, at::kDouble);
+  auto read = host.accessor<double, 1>();
+  for (std::size_t i = 0; i < pendingChecks_.size(); ++i) {
+    const double norm = read[static_cast<std::int64_t>(2 * i)];
+    const bool skipped = read[static_cast<std::int64_t>(2 * i + 1)] > 0.5;
+    lastGradNorm_ = norm;
+    state_.badSteps = skipped ? state_.badSteps + 1 : 0;
+    if (!skipped) continue;
+    ++skippedInWindow_;
+    logger().warn(
+        "step {}: non-finite gradient norm ({}); update skipped on every rank ({} in a row)",
+        pendingChecks_[i].step, norm, state_.badSteps);
+  }
+  pendingChecks_.clear();
 }
 
 std::map<std::string, double> Trainer::evaluate(data::Split split) {
@@ -605,6 +664,7 @@ CheckpointContent Trainer::snapshot(NamedTensors extra) const {
 }
 
 void Trainer::saveCheckpoint(const char* reason) {
+  settleStepChecks();  // the checkpoint's bad-step count must include every finished step
   auto start = Clock::now();
   std::string path;
   NamedTensors extra = laneStates();

@@ -46,14 +46,19 @@ class Trainer {
 
  private:
   struct StepResult {
-    double gradNorm = 0;
-    bool applied = true;
+    at::Tensor gradNorm;  // 0-d double on the device: the global gradient norm before clipping
+    at::Tensor skipped;   // 0-d double on the device: 1 if the update was skipped, else 0
     double dataSeconds = 0;
     double commSeconds = 0;
     std::int64_t samples = 0;
     at::Tensor loss;  // this rank's share of the step's global mean loss (device, 0-d)
   };
   struct Window;  // rolling statistics between log lines
+  // A finished step whose gradient norm the host has not read yet (Note [Step checks]).
+  struct PendingCheck {
+    std::int64_t step = 0;
+    at::Tensor gradNorm, skipped;
+  };
 
   void setUpDevice();
   void prepareRunDirectory();
@@ -76,6 +81,10 @@ class Trainer {
   bool stopRequested();
   bool injectNanNow() const;
   void logStep(const StepResult& step, Window& window, bool force);
+  bool hostSyncEveryStep() const;
+  // Reads the pending steps' norms (one transfer), warns about skipped ones and updates the run
+  // of consecutive bad steps; a no-op when nothing is pending.
+  void settleStepChecks();
   void checkMemoryGrowth();
 
   std::int64_t totalSteps() const { return totalSteps_; }
@@ -103,6 +112,9 @@ class Trainer {
   std::int64_t savedLaneStride_ = -1;
   std::int64_t epochMemoryStart_ = -1;
   std::int64_t slowWindows_ = 0;  // log windows with a data or communication warning
+  std::vector<PendingCheck> pendingChecks_;
+  std::int64_t skippedInWindow_ = 0;  // settled steps of the current log window
+  double lastGradNorm_ = 0;
   // Test hooks (environment): MEGABATCH_FAULT_NAN_STEP / _COUNT / _RANK make the loss NaN on
   // steps [STEP, STEP+COUNT) on rank RANK (all ranks if unset); MEGABATCH_FAULT_STOP_STEP acts
   // as a SIGTERM at that step.

@@ -58,6 +58,22 @@ void writeConfig(hid_t group, const mb::OptimConfig& c) {
   mb::h5::writeAttribute(group, "min_lr_ratio", c.minLrRatio, kCode);
 }
 
+void writeCase(hid_t file, const Case& c, bool masked, const std::vector<double>& lrs,
+               const at::Tensor& matrix, const at::Tensor& bias, std::int64_t stepCount) {
+  mb::h5::WriteOptions plain;
+  Handle group = mb::h5::createGroup(file, c.name + (masked ? "_masked" : ""), kCode);
+  writeConfig(group.get(), c.config);
+  mb::h5::writeAttribute(group.get(), "schedule",
+                         std::string(c.config.schedule == mb::ScheduleKind::kCosine   ? "cosine"
+                                     : c.config.schedule == mb::ScheduleKind::kLinear ? "linear"
+                                                                                      : "constant"),
+                         kCode);
+  mb::h5::writeAttribute(group.get(), "step_count", stepCount, kCode);
+  mb::h5::writeTensor(group.get(), "lrs", at::tensor(lrs, at::kDouble), plain, kCode);
+  mb::h5::writeTensor(group.get(), "matrix", matrix.detach(), plain, kCode);
+  mb::h5::writeTensor(group.get(), "bias", bias.detach(), plain, kCode);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,27 +99,30 @@ int main(int argc, char** argv) {
                         kCode);
   }
   for (const auto& c : cases()) {
-    at::Tensor matrix = initialMatrix.clone().requires_grad_(true);
-    at::Tensor bias = initialBias.clone().requires_grad_(true);
-    mb::train::Optimizer optimizer(c.config, {{"matrix", matrix}, {"bias", bias}});
-    std::vector<double> lrs;
-    for (int s = 0; s < kSteps; ++s) {
-      matrix.mutable_grad() = grads[s].first.clone();
-      bias.mutable_grad() = grads[s].second.clone();
-      lrs.push_back(mb::train::learningRate(c.config, s, kSteps));
-      optimizer.step(lrs.back());
+    for (bool masked : {false, true}) {
+      at::Tensor matrix = initialMatrix.clone().requires_grad_(true);
+      at::Tensor bias = initialBias.clone().requires_grad_(true);
+      mb::train::Optimizer optimizer(c.config, {{"matrix", matrix}, {"bias", bias}});
+      std::vector<double> lrs;
+      for (int s = 0; s < kSteps; ++s) {
+        if (masked && (s == 0 || s == 3)) {
+          // A skipped step (apply = 0) with other gradients and another lr, before the first
+          // update and in the middle: it must change nothing, the step count included.
+          matrix.mutable_grad() = at::randn({4, 3}).mul_(100);
+          bias.mutable_grad() = at::randn({3}).mul_(100);
+          optimizer.step(0.5, at::zeros({}, at::kDouble));
+        }
+        matrix.mutable_grad() = grads[s].first.clone();
+        bias.mutable_grad() = grads[s].second.clone();
+        lrs.push_back(mb::train::learningRate(c.config, s, kSteps));
+        if (masked) {
+          optimizer.step(lrs.back(), at::ones({}, at::kDouble));
+        } else {
+          optimizer.step(lrs.back());
+        }
+      }
+      writeCase(file.get(), c, masked, lrs, matrix, bias, optimizer.stepCount());
     }
-    Handle group = mb::h5::createGroup(file.get(), c.name, kCode);
-    writeConfig(group.get(), c.config);
-    mb::h5::writeAttribute(
-        group.get(), "schedule",
-        std::string(c.config.schedule == mb::ScheduleKind::kCosine   ? "cosine"
-                    : c.config.schedule == mb::ScheduleKind::kLinear ? "linear"
-                                                                     : "constant"),
-        kCode);
-    mb::h5::writeTensor(group.get(), "lrs", at::tensor(lrs, at::kDouble), plain, kCode);
-    mb::h5::writeTensor(group.get(), "matrix", matrix.detach(), plain, kCode);
-    mb::h5::writeTensor(group.get(), "bias", bias.detach(), plain, kCode);
   }
   return 0;
 }

@@ -2,7 +2,8 @@
 
 tests/tools/OptimizerReference.cpp runs 6 steps of each optimizer on fixed gradients; here
 torch.optim replays them (weight decay only on the matrix, as megabatch applies it to dim >= 2)
-and the warmup + cosine/linear schedule is recomputed from its textbook definition.
+and the warmup + cosine/linear schedule is recomputed from its textbook definition. Each case
+runs twice: with the host update, and with the device-masked update plus two skipped steps.
 """
 import math
 import os
@@ -42,9 +43,9 @@ class OptimizerParity(unittest.TestCase):
         cls.file.close()
         cls.tmp.cleanup()
 
-    def replay(self, name):
+    def replay(self, name, masked=False):
         f = self.file
-        g = f[name]
+        g = f[name + "_masked" if masked else name]
         a = {k: g.attrs[k] for k in g.attrs}
         matrix = torch.nn.Parameter(torch.tensor(f["initial_matrix"][()]))
         bias = torch.nn.Parameter(torch.tensor(f["initial_bias"][()]))
@@ -73,6 +74,8 @@ class OptimizerParity(unittest.TestCase):
             ours = torch.tensor(g[pname][()])
             self.assertTrue(torch.allclose(ours, p.detach(), rtol=1e-5, atol=1e-6),
                             "%s %s differs: max |d| = %g" % (name, pname, (ours - p.detach()).abs().max()))
+        # Skipped (masked) steps do not count: bias corrections and SGD's first buffer follow.
+        self.assertEqual(int(g.attrs["step_count"]), steps)
         # The test must be able to fail: the parameters really moved.
         self.assertFalse(torch.allclose(torch.tensor(f["initial_matrix"][()]), matrix.detach()))
 
@@ -87,6 +90,20 @@ class OptimizerParity(unittest.TestCase):
 
     def test_sgd_nesterov(self):
         self.replay("sgd_nesterov")
+
+    # The device-masked update (train.host_sync = log): the same steps plus two skipped ones
+    # with other gradients (Note [Step checks] in src/train/Trainer.cpp).
+    def test_adamw_masked(self):
+        self.replay("adamw", masked=True)
+
+    def test_adam_masked(self):
+        self.replay("adam", masked=True)
+
+    def test_sgd_masked(self):
+        self.replay("sgd", masked=True)
+
+    def test_sgd_nesterov_masked(self):
+        self.replay("sgd_nesterov", masked=True)
 
 
 if __name__ == "__main__":

@@ -176,6 +176,43 @@ class TrainingTest(mbtest.TempDirTestCase):
         l32, l16 = tail(run32), tail(run16)
         self.assertLess(abs(l16 - l32) / l32, 0.05, "bf16 %g vs fp32 %g" % (l16, l32))
 
+    def test_host_sync_log_masks_bad_steps_on_the_device(self):
+        # train.host_sync=log (the CUDA default, forced here on CPU): the skip decision and the
+        # clip stay on the device and the host reads them at log steps (Note [Step checks]).
+        nan5 = {"MEGABATCH_FAULT_NAN_STEP": "5", "MEGABATCH_FAULT_NAN_RANK": "1"}
+        common = ["train.max_steps=8", "run.log_every=4", "run.checkpoint_every=4", "train.grad_clip=0.05"]
+        runs = {}
+        for mode in ("step", "log"):
+            runs[mode] = self.path("sync-" + mode)
+            r = self.train(2, self.config(runs[mode]), common + ["train.host_sync=" + mode], env=nan5)
+            for rank in ("r0/2", "r1/2"):
+                self.assertIn("[%s] [train] warning: step 5: non-finite gradient norm" % rank, r.output, repr(r))
+            skipped = {m["step"]: m["skipped_steps"] for m in read_metrics(runs[mode]) if m["event"] == "train"}
+            self.assertEqual(skipped, {4: 0, 8: 1})
+        # Same updates, same skipped step, same clipping (the clip binds at 0.05): the masked
+        # update differs from the foreach one only in rounding.
+        final = {m: checkpoint_params(os.path.join(runs[m], "checkpoints", "step-00000008.h5")) for m in runs}
+        start = checkpoint_params(os.path.join(runs["log"], "checkpoints", "step-00000004.h5"))
+        self.assertParamsClose(final["step"], final["log"], what="host_sync log vs step, step 8:")
+        self.assertTrue(any(not np.allclose(start[n], final["log"][n]) for n in start), "steps 6-8 train")
+        with h5py.File(os.path.join(runs["log"], "checkpoints", "step-00000008.h5"), "r") as f:
+            self.assertEqual(int(f["trainer"].attrs["bad_steps"]), 0)
+
+        # A run of bad steps is noticed at the next log step after train.max_bad_steps (3):
+        # step 8 here instead of 6, with the parameters the host-synced run stopped with.
+        stops = {}
+        for mode in ("step", "log"):
+            stops[mode] = self.path("stop-" + mode)
+            r = self.train(2, self.config(stops[mode]),
+                           ["train.max_bad_steps=3", "run.log_every=4", "train.host_sync=" + mode],
+                           env={"MEGABATCH_FAULT_NAN_STEP": "4", "MEGABATCH_FAULT_NAN_COUNT": "100"}, expect=1)
+            self.assertIn("consecutive steps had a non-finite loss or gradient", r.output)
+        with h5py.File(latest_checkpoint(stops["log"]), "r") as f:
+            self.assertEqual(int(f["trainer"].attrs["step"]), 8)
+            self.assertEqual(int(f["trainer"].attrs["bad_steps"]), 5)
+        last = {m: checkpoint_params(latest_checkpoint(stops[m])) for m in stops}
+        self.assertParamsClose(last["step"], last["log"], what="host_sync log vs step, stopped:")
+
     def test_cuda_graphs_setting_is_not_silently_ignored(self):
         # Graph capture is not built yet: a run that asks for it must say so, not look effective.
         r = self.train(1, self.config(self.path("graphs")), ["train.max_steps=2", "train.cuda_graphs=true"])
