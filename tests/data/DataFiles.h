@@ -12,6 +12,7 @@
 
 #include "common/Hdf5.h"
 #include "config/Config.h"
+#include "data/Batch.h"
 
 #include "tests/support/TempDir.h"
 
@@ -75,6 +76,18 @@ inline void writeTokensFile(const std::string& path, std::int64_t length, std::i
                   write, ExitCode::kFailure);
   h5::Handle tokens = h5::openDataset(file.get(), "tokens", ExitCode::kFailure);
   h5::writeAttribute(tokens.get(), "vocab_size", vocab, ExitCode::kFailure);
+}
+
+// `batch` with every tensor copied to the CPU, to compare with rows read from the file.
+inline data::Batch toCpu(const data::Batch& batch) {
+  auto cpu = [](const at::Tensor& t) { return t.defined() ? t.cpu() : t; };
+  data::Batch out;
+  for (const auto& input : batch.inputs)
+    out.inputs.push_back(cpu(input));
+  out.targets = cpu(batch.targets);
+  out.sampleIndex = cpu(batch.sampleIndex);
+  out.lanes = cpu(batch.lanes);
+  return out;
 }
 
 inline Config seriesConfig(const std::string& path, std::vector<StreamSpec> streams) {

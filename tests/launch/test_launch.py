@@ -1,7 +1,10 @@
 """launch/ scripts as docs/operations.md documents them: one process (train-single.sh), mpirun -np 2
 on one node (train-node.sh), and a hostfile naming localhost twice (train-multinode.sh), each
 training the demo config; a SIGUSR1 to mpirun checkpoints, exits 75, and the rerun resumes.
-The 2-rank runs must reach the same parameters as the 1-process run (same global batches)."""
+The 2-rank runs must reach the same parameters as the 1-process run (same global batches).
+Deliberately on the CPU (--cpu) whatever MEGABATCH_TEST_DEVICE says: these test the launchers'
+binding, hostfile and signal handling; on GPUs the scripts run one rank per GPU over NCCL, which
+one GPU cannot host for 2 ranks."""
 import json
 import os
 import signal

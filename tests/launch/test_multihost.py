@@ -3,6 +3,8 @@ with its own address and hostname. launch/train-multinode.sh runs in the first; 
 its daemon on the second through plm_rsh_agent (`ip netns exec`, where a cluster has ssh), and
 the ranks talk over TCP on the veth link only. The 2-host, 2-rank run must finish and match
 the 1-process run on one host. Needs root and `ip` (iproute2); fails, never skips, without.
+Deliberately on the CPU (train.device=cpu, --cpu) whatever MEGABATCH_TEST_DEVICE says: it tests
+mpirun across hosts, not the device.
 """
 import os
 import shutil

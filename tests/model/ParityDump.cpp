@@ -2,7 +2,9 @@
 // with the model's state_dict (through model::writeStateDict, as checkpoints store it), an
 // input batch, and what the C++ model computes on it: outputs, loss sum, metric sums, and the
 // gradient of the loss sum with respect to every parameter. The Python side rebuilds the
-// module with torch.nn, loads the weights by name, and must reproduce all of it.
+// module with torch.nn, loads the weights by name, and must reproduce all of it. The C++ side
+// computes on test::device() (MEGABATCH_TEST_DEVICE), so under cuda the CPU PyTorch reference
+// checks the CUDA model.
 //
 //   megabatch_model_parity OUT_DIR     -> OUT_DIR/<case>.h5, one per case
 #include <cstdio>
@@ -19,6 +21,7 @@
 #include "data/DataInfo.h"
 #include "model/Model.h"
 #include "model/StateDict.h"
+#include "tests/support/Device.h"
 
 namespace {
 
@@ -116,6 +119,11 @@ Batch makeBatch(const Case& c, std::int64_t rows) {
     batch.targets = at::randn(shape);
   }
   batch.sampleIndex = at::arange(rows, at::kLong);
+  // Drawn on the CPU (the same values on every device), computed on the test device.
+  for (auto& input : batch.inputs)
+    input = input.to(mb::test::device());
+  batch.targets = batch.targets.to(mb::test::device());
+  batch.sampleIndex = batch.sampleIndex.to(mb::test::device());
   return batch;
 }
 
@@ -134,6 +142,7 @@ const char* enumText(mb::LossKind loss) {
 
 void writeCase(const std::string& dir, const Case& c) {
   auto model = mb::model::buildModel(c.config, c.info, 20240607);
+  model->to(mb::test::device());
   model->train();
   Batch batch = makeBatch(c, 3);
   at::Tensor output = model->forward(batch);
@@ -145,6 +154,7 @@ void writeCase(const std::string& dir, const Case& c) {
   hid_t root = file.get();
   const auto& m = c.config;
   mb::h5::writeAttribute(root, "kind", model->kind(), ExitCode::kFailure);
+  mb::h5::writeAttribute(root, "device", mb::test::device().str(), ExitCode::kFailure);
   mb::h5::writeAttribute(
       root, "task",
       std::string(m.task == mb::Task::kClassification ? "classification" : "regression"),
@@ -198,10 +208,11 @@ int main(int argc, char** argv) {
   }
   mb::h5::silenceLibraryErrors();
   try {
+    std::printf("computing on %s\n", mb::test::device().str().c_str());
     at::manual_seed(7);
     for (const auto& c : cases())
       writeCase(argv[1], c);
-  } catch (const mb::Error& e) {
+  } catch (const std::exception& e) {  // mb::Error, or no usable test device
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }

@@ -1,10 +1,13 @@
 // Collectives of every backend, with expected values computed from rank and size
-// (flashlight's AllReduceTest style), for several dtypes and sizes 0, 1, odd, and large.
+// (flashlight's AllReduceTest style), for several dtypes and sizes 0, 1, odd, and large. The
+// control communicator carries host tensors by design; the data communicator carries tensors on
+// test::device() (under cuda: the MPI backend staging them through host memory).
 #include <gtest/gtest.h>
 
 #include <ATen/Functions.h>
 
 #include "tests/mpi/MpiTestMain.h"
+#include "tests/support/Device.h"
 
 namespace mb {
 namespace {
@@ -19,54 +22,56 @@ class CollectiveCases : public ::testing::TestWithParam<Case> {};
 // The gradient communicator (its own MPI communicator and worker when MPI_THREAD_MULTIPLE;
 // the single-process backend in a world of one) must give the same results as the control one.
 dist::Communicator& dataComm() {
-  static auto comm = test::runtime().makeDataCommunicator(BackendKind::kAuto, "cpu", 0);
-  return *comm;
+  return *test::dataCommunicator();
 }
 
-// Values small enough to be exact in bf16 after summing over 4 ranks.
-at::Tensor rankPattern(int rank, const Case& c) {
-  return (at::arange(c.numel, at::kDouble).remainder(7) + rank).to(c.dtype);
+// Values small enough to be exact in bf16 after summing over 4 ranks, on `device`.
+at::Tensor rankPattern(int rank, const Case& c, c10::Device device) {
+  return (at::arange(c.numel, at::kDouble).remainder(7) + rank).to(device, c.dtype);
 }
 
 // Larger than a default 25 MiB gradient bucket: only summed (the gradient path), so the suite
 // stays fast on two shared cores; the other operators are checked on the smaller sizes.
 constexpr int64_t kLarge = 1'000'000;
 
-void checkAllReduce(dist::Communicator& comm, const Case& c) {
+// Reduces tensors on `device` and compares on the CPU; the result stays on `device`.
+void checkAllReduce(dist::Communicator& comm, const Case& c, c10::Device device) {
   int w = comm.size();
   at::Tensor base = at::arange(c.numel, at::kDouble).remainder(7);
   // sum over r of (base + r) = w*base + w(w-1)/2
   at::Tensor expectedSum = base * w + w * (w - 1) / 2.0;
 
-  at::Tensor sum = rankPattern(comm.rank(), c);
+  at::Tensor sum = rankPattern(comm.rank(), c, device);
   comm.allReduce(sum, dist::ReduceOp::kSum);
-  EXPECT_TRUE(at::allclose(sum.to(at::kDouble), expectedSum)) << "sum, dtype " << c.dtype;
+  EXPECT_EQ(sum.device(), device);
+  EXPECT_TRUE(at::allclose(sum.to(at::kCPU, at::kDouble), expectedSum)) << "sum, dtype " << c.dtype;
   if (c.numel > kLarge) return;
 
-  at::Tensor avg = rankPattern(comm.rank(), c);
+  at::Tensor avg = rankPattern(comm.rank(), c, device);
   comm.allReduce(avg, dist::ReduceOp::kAvg);
   double tolerance = c.dtype == at::kBFloat16 ? 1e-2 : 1e-6;
   // Integer averages round down (floor division), floating ones are exact up to the dtype.
   at::Tensor expectedAvg =
       at::isFloatingType(c.dtype) ? expectedSum / w : at::floor(expectedSum / w);
-  EXPECT_TRUE(at::allclose(avg.to(at::kDouble), expectedAvg, tolerance, tolerance)) << "avg";
+  EXPECT_TRUE(at::allclose(avg.to(at::kCPU, at::kDouble), expectedAvg, tolerance, tolerance))
+      << "avg";
 
-  at::Tensor max = rankPattern(comm.rank(), c);
+  at::Tensor max = rankPattern(comm.rank(), c, device);
   comm.allReduce(max, dist::ReduceOp::kMax);
-  EXPECT_TRUE(at::allclose(max.to(at::kDouble), base + (w - 1))) << "max";
+  EXPECT_TRUE(at::allclose(max.to(at::kCPU, at::kDouble), base + (w - 1))) << "max";
 
-  at::Tensor min = rankPattern(comm.rank(), c);
+  at::Tensor min = rankPattern(comm.rank(), c, device);
   comm.allReduce(min, dist::ReduceOp::kMin);
-  EXPECT_TRUE(at::allclose(min.to(at::kDouble), base)) << "min";
+  EXPECT_TRUE(at::allclose(min.to(at::kCPU, at::kDouble), base)) << "min";
 }
 
 TEST_P(CollectiveCases, AllReduceSumAvgMaxMin) {
-  checkAllReduce(test::runtime().control(), GetParam());
+  checkAllReduce(test::runtime().control(), GetParam(), c10::Device(c10::kCPU));
 }
 
 TEST_P(CollectiveCases, DataCommunicatorAgrees) {
   if (GetParam().numel > kLarge) GTEST_SKIP() << "large sizes: covered on the control communicator";
-  checkAllReduce(dataComm(), GetParam());
+  checkAllReduce(dataComm(), GetParam(), test::device());
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -94,6 +99,25 @@ TEST(Collectives, AllGatherStacksRanks) {
   ASSERT_EQ(all.sizes(), (at::IntArrayRef{comm.size(), 2, 3}));
   for (int r = 0; r < comm.size(); ++r)
     EXPECT_TRUE(at::all(all[r] == r * 10).item<bool>());
+}
+
+// Broadcast and all-gather on the data communicator, with tensors on test::device(): the
+// results come back on that device (the MPI backend stages CUDA tensors through the host).
+TEST(Collectives, DataCommunicatorBroadcastsAndGathersOnTheDevice) {
+  auto& comm = dataComm();
+  const auto on = at::TensorOptions().device(test::device());
+  for (int root = 0; root < comm.size(); ++root) {
+    at::Tensor t = at::full({3, 5}, comm.rank() == root ? 100.0 + root : -1.0, on);
+    comm.broadcast(t, root);
+    EXPECT_EQ(t.device(), test::device());
+    EXPECT_TRUE(at::all(t.cpu() == 100.0 + root).item<bool>()) << "root " << root;
+  }
+  at::Tensor mine = at::full({2, 3}, comm.rank() * 10, on.dtype(at::kInt));
+  at::Tensor all = comm.allGather(mine);
+  ASSERT_EQ(all.sizes(), (at::IntArrayRef{comm.size(), 2, 3}));
+  EXPECT_EQ(all.device(), test::device());
+  for (int r = 0; r < comm.size(); ++r)
+    EXPECT_TRUE(at::all(all[r].cpu() == r * 10).item<bool>());
 }
 
 TEST(Collectives, AsyncAllReducesCompleteInOrder) {

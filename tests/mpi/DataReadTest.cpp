@@ -1,7 +1,8 @@
 // Multi-rank data loading (run under mpirun -np 1, 2, 4): collective MPI-IO reads equal a
 // serial read of the same rows byte for byte, for float16/32/64 sources into fp32 and bf16,
 // with uneven, empty, and multi-piece ranges; and ShardedData::load gives each rank exactly
-// its share of the W=1 batches with the file's rows.
+// its share of the W=1 batches with the file's rows, resident on the host or on
+// test::device() (Note [Test device]).
 #include <gtest/gtest.h>
 
 #include <ATen/Functions.h>
@@ -11,6 +12,7 @@
 #include "dist/ParallelIo.h"
 #include "tests/data/DataFiles.h"
 #include "tests/mpi/MpiTestMain.h"
+#include "tests/support/Device.h"
 
 namespace mb {
 namespace {
@@ -91,8 +93,9 @@ TEST(DataRead, CollectiveReadsEqualSerialReadsByteForByte) {
   removeShared(dir);
 }
 
-// Collective reads (host_mmap off) and zero-copy mappings (on) give the same shares.
-void checkShares(bool hostMmap) {
+// Collective reads (host_mmap off) and zero-copy mappings (on) give the same shares, for
+// training on test::device() with the rows resident on the host or on that device.
+void checkShares(bool hostMmap, Residency residency) {
   auto& comm = test::runtime().control();
   std::string dir = sharedDir();
   std::string path = dir + "/series.h5";
@@ -102,8 +105,12 @@ void checkShares(bool hostMmap) {
   config.data.canonicalShards = 8;
   config.train.globalBatch = 24;
   config.data.hostMmap = hostMmap;
-  auto data = data::ShardedData::load(config, comm, c10::Device(c10::kCPU));
-  EXPECT_EQ(data->loadStats().bytesMapped > 0, hostMmap);
+  config.data.residency = residency;
+  auto data = data::ShardedData::load(config, comm, test::device());
+  EXPECT_EQ(data->loadStats().residency, residency);
+  // Only a host store maps the file (a CPU "device" store is host memory too).
+  bool hostStore = residency == Residency::kHost || !test::onCuda();
+  EXPECT_EQ(data->loadStats().bytesMapped > 0, hostMmap && hostStore);
   EXPECT_EQ(data->loadStats().io,
             comm.size() > 1 ? "MPI-IO, collective transfers" : "sec2, independent transfers");
   const auto& order = data->order();
@@ -116,7 +123,9 @@ void checkShares(bool hostMmap) {
   data->beginEpoch(1);
   std::int64_t total = 0;
   for (std::int64_t b = 0; b < data->batchesPerEpoch(); ++b) {
-    data::Batch batch = data->trainBatch(b, 0, data->localCount(b), at::kFloat);
+    data::Batch gathered = data->trainBatch(b, 0, data->localCount(b), at::kFloat);
+    if (gathered.size() > 0) ASSERT_EQ(gathered.inputs[0].device(), test::device());
+    data::Batch batch = test::toCpu(gathered);
     std::vector<std::int64_t> expected;
     for (auto item : order.batchItems(1, b)) {
       if (item >= own.begin && item < own.end) expected.push_back(item + trainBegin);
@@ -140,8 +149,9 @@ void checkShares(bool hostMmap) {
 }
 
 TEST(DataRead, EachRankHoldsItsShareOfTheSingleRankBatches) {
-  checkShares(false);
-  checkShares(true);
+  checkShares(false, Residency::kHost);
+  checkShares(true, Residency::kHost);
+  checkShares(false, Residency::kDevice);
 }
 
 }  // namespace

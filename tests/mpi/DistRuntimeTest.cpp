@@ -62,5 +62,15 @@ TEST(DistRuntime, AutoBackendOnCpu) {
   }
 }
 
+// What the multi-rank tests use under MEGABATCH_TEST_DEVICE=cuda (every rank on one GPU, where
+// NCCL refuses two ranks): dist.backend = mpi carries CUDA tensors over MPI. Choosing it touches
+// no GPU, so this runs on the CPU too.
+TEST(DistRuntime, MpiBackendForCudaTensors) {
+  auto& runtime = test::runtime();
+  auto data = runtime.makeDataCommunicator(BackendKind::kMpi, "cuda", 0);
+  EXPECT_EQ(data->size(), runtime.size());
+  EXPECT_EQ(data->backendName(), runtime.size() == 1 ? "single" : "mpi");
+}
+
 }  // namespace
 }  // namespace mb

@@ -1,6 +1,7 @@
 // Not a test on its own: the process that tests/dist/test_watchdog_hang.py drives under
 // mpirun with MEGABATCH_FAULT_HANG set. It trains with the gradient reducer until the injected
 // hang in a gradient bucket makes the watchdog end every rank. Skipped without the variable.
+// The model trains on test::device() (under cuda, over the MPI backend).
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "dist/Watchdog.h"
 #include "tests/dist/TestModels.h"
 #include "tests/mpi/MpiTestMain.h"
+#include "tests/support/Device.h"
 
 namespace mb {
 namespace {
@@ -29,14 +31,15 @@ TEST(FaultDriver, TrainUntilTheInjectedHang) {
     dist::Watchdog::instance().addAbortHook(
         [] { std::this_thread::sleep_for(std::chrono::hours(1)); });
   }
-  auto comm = test::runtime().makeDataCommunicator(BackendKind::kAuto, "cpu", 0);
+  auto comm = test::dataCommunicator();
   test::MlpStack model(32, 4);
+  model->to(test::device());
   dist::ReducerOptions options;
   options.firstBucketMb = options.bucketMb = 5.0 / 1024;  // one layer per bucket
   dist::GradientReducer reducer(comm, model->parameters(), test::parameterNames(*model), options);
   for (int step = 0; step < 100000; ++step) {
     reducer.prepareForBackward(true);
-    model->forward(at::randn({8, 32})).sum().backward();
+    model->forward(at::randn({8, 32}, at::TensorOptions().device(test::device()))).sum().backward();
     reducer.finishGradients();
   }
   FAIL() << "the injected hang should have ended this process";

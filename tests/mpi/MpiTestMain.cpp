@@ -8,6 +8,7 @@
 #include "common/Log.h"
 #include "dist/Watchdog.h"
 #include "tests/mpi/MpiTestMain.h"
+#include "tests/support/Device.h"
 
 namespace mb::test {
 namespace {
@@ -32,6 +33,16 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 
 dist::Runtime& runtime() {
   return *gRuntime;
+}
+
+std::shared_ptr<dist::Communicator> dataCommunicator() {
+  static std::shared_ptr<dist::Communicator> comm = [] {
+    c10::Device where = device();
+    if (where.is_cuda())
+      return runtime().makeDataCommunicator(BackendKind::kMpi, "cuda", where.index());
+    return runtime().makeDataCommunicator(BackendKind::kAuto, "cpu", 0);
+  }();
+  return comm;
 }
 
 }  // namespace mb::test

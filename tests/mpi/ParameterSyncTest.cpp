@@ -1,6 +1,6 @@
 // synchronizeParameters: rank 0's parameters and buffers reach every rank, and a model that
 // differs between ranks (e.g. different configs on different nodes) is a ConfigError on every
-// rank that names the differing rank and parameter.
+// rank that names the differing rank and parameter. Models on test::device().
 #include <gtest/gtest.h>
 
 #include <ATen/Functions.h>
@@ -9,13 +9,13 @@
 #include "dist/GradientReducer.h"
 #include "tests/dist/TestModels.h"
 #include "tests/mpi/MpiTestMain.h"
+#include "tests/support/Device.h"
 
 namespace mb {
 namespace {
 
 std::shared_ptr<dist::Communicator> dataComm() {
-  static auto comm = test::runtime().makeDataCommunicator(BackendKind::kAuto, "cpu", 0);
-  return comm;
+  return test::dataCommunicator();
 }
 
 // A model with a buffer as well as parameters.
@@ -33,6 +33,7 @@ TEST(ParameterSync, EveryRankGetsRankZerosParametersAndBuffers) {
   auto comm = dataComm();
   torch::manual_seed(500 + comm->rank());
   WithBuffer model(8);
+  model->to(test::device());
   dist::synchronizeParameters(*comm, *model);
   for (const auto& item : model->named_parameters()) {
     at::Tensor all = comm->allGather(item.value().detach());  // [W, ...]
@@ -45,7 +46,8 @@ TEST(ParameterSync, EveryRankGetsRankZerosParametersAndBuffers) {
   // Rank 0 keeps its own weights.
   torch::manual_seed(500);
   WithBuffer rankZero(8);
-  EXPECT_TRUE(at::equal(model->scale, rankZero->scale));
+  EXPECT_EQ(model->scale.device(), test::device());
+  EXPECT_TRUE(at::equal(model->scale.cpu(), rankZero->scale));
 }
 
 void expectMismatchNamed(const std::function<void()>& body, int rank, const std::string& fragment) {
@@ -67,6 +69,7 @@ TEST(ParameterSync, DifferentShapeOnOneRankIsNamedOnEveryRank) {
   if (comm->size() == 1) GTEST_SKIP() << "needs two ranks";
   int odd = comm->size() - 1;
   WithBuffer model(comm->rank() == odd ? 9 : 8);  // e.g. a different model.hidden on one node
+  model->to(test::device());
   expectMismatchNamed([&] { dist::synchronizeParameters(*comm, *model); }, odd,
                       "'net.lstm.weight_ih_l0' [36, 3]");
 }
@@ -75,9 +78,10 @@ TEST(ParameterSync, ExtraParameterOnOneRankIsNamed) {
   auto comm = dataComm();
   if (comm->size() == 1) GTEST_SKIP() << "needs two ranks";
   test::MlpStack model(4, comm->rank() == 1 ? 3 : 2);
+  model->to(test::device());
   expectMismatchNamed([&] { dist::synchronizeParameters(*comm, *model); }, 1, "fc2.weight");
   // The communicator is still usable: every rank ran the same collectives.
-  at::Tensor one = at::ones({1});
+  at::Tensor one = at::ones({1}, at::TensorOptions().device(test::device()));
   comm->allReduce(one, dist::ReduceOp::kSum);
   EXPECT_EQ(one.item<float>(), comm->size());
 }

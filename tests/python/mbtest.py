@@ -2,6 +2,14 @@
 
 The environment comes from tests/CMakeLists.txt: MEGABATCH_BIN (the binary under test),
 MEGABATCH_SOURCE_DIR, MEGABATCH_MPIEXEC, and the OMPI_* variables that let mpirun run as root.
+
+MEGABATCH_TEST_DEVICE=cpu (the default) or cuda picks the device of every run (Note [Test device]
+in tests/support/Device.h): run() and mpirun() add train.device=<device> to each `train` and
+`data check` given a --config, and under cuda, for more than one rank, dist.backend=mpi (every
+rank shares the one GPU, and NCCL refuses two ranks on one GPU). A command line built by hand
+adds with_device(args, np). An override the test gives itself (train.device=..., dist.backend=...)
+is left alone. With cuda and no usable GPU, `megabatch train` exits 2 with "train.device = cuda,
+but no CUDA device is usable": the test fails, it never runs on the CPU instead.
 """
 import os
 import subprocess
@@ -13,6 +21,41 @@ BIN = os.environ.get("MEGABATCH_BIN", "megabatch")
 SOURCE_DIR = os.environ.get("MEGABATCH_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 MPIEXEC = os.environ.get("MEGABATCH_MPIEXEC", "mpirun")
 PYTHON = os.environ.get("MB_PYTHON", "/usr/bin/python3")
+
+DEVICE = os.environ.get("MEGABATCH_TEST_DEVICE", "") or "cpu"
+if DEVICE not in ("cpu", "cuda"):
+    raise SystemExit("MEGABATCH_TEST_DEVICE=%s: expected cpu or cuda" % DEVICE)
+ON_CUDA = DEVICE == "cuda"
+
+# Tolerance of comparisons between two training runs that must agree (W ranks against W' ranks,
+# a resumed run against an uninterrupted one). On the CPU they agree to float32 rounding. On CUDA
+# the trainer enables TF32 matmuls and cuDNN autotuning (src/train/Precision.cpp), and cuBLAS and
+# cuDNN pick kernels by shape (the per-rank batch differs with W) and may accumulate in another
+# order, so after tens of AdamW steps two runs agree less closely than float32 rounding.
+# rtol 1e-3 keeps the tests' power: a skipped or repeated batch changes that step's loss by several
+# percent, and the weights after it by ~lr.
+RUN_RTOL = 1e-3 if ON_CUDA else 1e-5
+RUN_ATOL = 1e-5 if ON_CUDA else 1e-7
+
+
+def device_overrides(np_=1, given=()):
+    """Overrides that put a run of `np_` ranks on the test device, minus those `given` sets."""
+    out = []
+    if not any(a.startswith("train.device=") for a in given):
+        out.append("train.device=" + DEVICE)
+    if ON_CUDA and np_ > 1 and not any(a.startswith("dist.backend=") for a in given):
+        out.append("dist.backend=mpi")
+    return out
+
+
+def with_device(args, np_=1):
+    """`args` (a megabatch command line after the binary) plus device_overrides when it runs
+    `train` or `data check` with a --config; any other command is returned unchanged."""
+    args = list(args)
+    runs = args[:1] == ["train"] or args[:2] == ["data", "check"]
+    if not runs or "--config" not in args:
+        return args
+    return args + device_overrides(np_, args)
 
 
 class Result:
@@ -33,14 +76,14 @@ class Result:
 
 
 def run(args, timeout=120, env=None, cwd=None):
-    """Runs megabatch with `args` (a list) as a plain process."""
-    cmd = [BIN] + list(args)
+    """Runs megabatch with `args` (a list) as a plain process, on the test device."""
+    cmd = [BIN] + with_device(args)
     return _run(cmd, timeout, env, cwd)
 
 
 def mpirun(np, args, timeout=300, env=None, cwd=None, extra=()):
-    """Runs `mpirun -np NP megabatch ARGS`."""
-    cmd = [MPIEXEC, "-np", str(np), "--oversubscribe"] + list(extra) + [BIN] + list(args)
+    """Runs `mpirun -np NP megabatch ARGS`, on the test device."""
+    cmd = [MPIEXEC, "-np", str(np), "--oversubscribe"] + list(extra) + [BIN] + with_device(args, np)
     return _run(cmd, timeout, env, cwd)
 
 

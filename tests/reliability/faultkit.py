@@ -32,8 +32,10 @@ def make_series(path, rows=8000):
 
 
 def train_command(np_, config, overrides=()):
-    """The command line a user runs: mpirun -np N megabatch train --config F overrides."""
-    return [mbtest.MPIEXEC, "-np", str(np_), "--oversubscribe", mbtest.BIN, "train", "--config", config] + list(overrides)
+    """The command line a user runs: mpirun -np N megabatch train --config F overrides, on the
+    test device (mbtest.with_device)."""
+    return [mbtest.MPIEXEC, "-np", str(np_), "--oversubscribe", mbtest.BIN] + \
+        mbtest.with_device(["train", "--config", config] + list(overrides), np_)
 
 
 def rank_pids(config):

@@ -174,7 +174,7 @@ class BadDataTest(BadInputCase):
         path = os.path.join(data_dir, "data.h5")
         samples_file(path)
         config = self.config(path=path)
-        rank = [mbtest.BIN, "train", "--config", config]
+        rank = [mbtest.BIN] + mbtest.with_device(["train", "--config", config], 2)
         hide = ["unshare", "-m", "--propagation", "private", "sh", "-c",
                 'mount -t tmpfs mbtest-hidden "$0" && exec "$@"', data_dir]
         cmd = [mbtest.MPIEXEC, "--oversubscribe", "-np", "1"] + rank + [":", "-np", "1"] + hide + rank

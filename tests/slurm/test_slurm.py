@@ -6,6 +6,8 @@ and no repeat; SLURM's own --signal=B:USR1@45 before a 1-minute limit does the s
 slurm/sweep.sh runs a job array with a summary job that depends on it.
 
 If the cluster cannot be installed or started, the test fails and says why: it never skips.
+Deliberately on the CPU (train-cpu.sbatch, MB_DEVICE=cpu) whatever MEGABATCH_TEST_DEVICE says:
+the local cluster has no GPU resources (gres) to schedule; it tests SLURM's signals and requeue.
 """
 import json
 import os

@@ -1,6 +1,8 @@
 // Writes an HDF5 file for tests/train/test_optimizer_parity.py: initial parameters, the
 // gradients of every step, and the parameters megabatch's optimizers produce, so PyTorch's
-// torch.optim can replay the same steps and compare.
+// torch.optim can replay the same steps and compare. The parameters and gradients live on
+// test::device() (MEGABATCH_TEST_DEVICE), so under cuda torch.optim on the CPU checks the CUDA
+// optimizer.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -9,6 +11,7 @@
 
 #include "common/Hdf5.h"
 #include "config/Config.h"
+#include "tests/support/Device.h"
 #include "train/Optimizer.h"
 
 namespace {
@@ -81,6 +84,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s OUT.h5\n", argv[0]);
     return 2;
   }
+  c10::Device device(c10::kCPU);
+  try {
+    device = mb::test::device();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  std::printf("optimizers on %s\n", device.str().c_str());
   at::manual_seed(0);
   at::Tensor initialMatrix = at::randn({4, 3}, at::kDouble).to(at::kFloat);
   at::Tensor initialBias = at::randn({3}, at::kDouble).to(at::kFloat);
@@ -89,6 +100,7 @@ int main(int argc, char** argv) {
     grads.emplace_back(at::randn({4, 3}), at::randn({3}));
 
   Handle file = mb::h5::createFile(argv[1], false, kCode);
+  mb::h5::writeAttribute(file.get(), "device", device.str(), kCode);
   mb::h5::WriteOptions plain;
   mb::h5::writeTensor(file.get(), "initial_matrix", initialMatrix, plain, kCode);
   mb::h5::writeTensor(file.get(), "initial_bias", initialBias, plain, kCode);
@@ -100,23 +112,24 @@ int main(int argc, char** argv) {
   }
   for (const auto& c : cases()) {
     for (bool masked : {false, true}) {
-      at::Tensor matrix = initialMatrix.clone().requires_grad_(true);
-      at::Tensor bias = initialBias.clone().requires_grad_(true);
+      at::Tensor matrix = initialMatrix.clone().to(device).requires_grad_(true);
+      at::Tensor bias = initialBias.clone().to(device).requires_grad_(true);
       mb::train::Optimizer optimizer(c.config, {{"matrix", matrix}, {"bias", bias}});
+      const auto flag = at::TensorOptions().dtype(at::kDouble).device(device);
       std::vector<double> lrs;
       for (int s = 0; s < kSteps; ++s) {
         if (masked && (s == 0 || s == 3)) {
           // A skipped step (apply = 0) with other gradients and another lr, before the first
           // update and in the middle: it must change nothing, the step count included.
-          matrix.mutable_grad() = at::randn({4, 3}).mul_(100);
-          bias.mutable_grad() = at::randn({3}).mul_(100);
-          optimizer.step(0.5, at::zeros({}, at::kDouble));
+          matrix.mutable_grad() = at::randn({4, 3}).mul_(100).to(device);
+          bias.mutable_grad() = at::randn({3}).mul_(100).to(device);
+          optimizer.step(0.5, at::zeros({}, flag));
         }
-        matrix.mutable_grad() = grads[s].first.clone();
-        bias.mutable_grad() = grads[s].second.clone();
+        matrix.mutable_grad() = grads[s].first.clone().to(device);
+        bias.mutable_grad() = grads[s].second.clone().to(device);
         lrs.push_back(mb::train::learningRate(c.config, s, kSteps));
         if (masked) {
-          optimizer.step(lrs.back(), at::ones({}, at::kDouble));
+          optimizer.step(lrs.back(), at::ones({}, flag));
         } else {
           optimizer.step(lrs.back());
         }

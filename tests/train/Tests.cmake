@@ -1,6 +1,7 @@
 # Trainer tests (issue #5).
 add_executable(megabatch_optimizer_reference tools/OptimizerReference.cpp)
 target_link_libraries(megabatch_optimizer_reference PRIVATE megabatch_core)
+target_include_directories(megabatch_optimizer_reference PRIVATE ${PROJECT_SOURCE_DIR})  # tests/support
 megabatch_warnings(megabatch_optimizer_reference)
 mb_add_python_test(optimizer_parity train/test_optimizer_parity.py)
 set_property(TEST py.optimizer_parity APPEND PROPERTY ENVIRONMENT
@@ -8,7 +9,7 @@ set_property(TEST py.optimizer_parity APPEND PROPERTY ENVIRONMENT
 
 # End-to-end trainer tests, one CTest entry per test so they spread over CTest's workers.
 foreach(case elastic_resume_matches_uninterrupted_run nan_step_is_skipped_on_every_rank
-             too_many_bad_steps_stops_cleanly bf16_on_cpu_trains_like_fp32 keep_last_latest_and_best
+             too_many_bad_steps_stops_cleanly bf16_trains_like_fp32 keep_last_latest_and_best
              sigterm_to_every_rank_checkpoints_and_resumes progress_bar_on_a_terminal_and_lines_otherwise
              stateful_lanes_are_world_size_independent_and_resume stateful_config_errors
              cuda_graphs_setting_is_not_silently_ignored host_sync_log_masks_bad_steps_on_the_device)

@@ -4,6 +4,9 @@ tests/tools/OptimizerReference.cpp runs 6 steps of each optimizer on fixed gradi
 torch.optim replays them (weight decay only on the matrix, as megabatch applies it to dim >= 2)
 and the warmup + cosine/linear schedule is recomputed from its textbook definition. Each case
 runs twice: with the host update, and with the device-masked update plus two skipped steps.
+Under MEGABATCH_TEST_DEVICE=cuda the tool steps the optimizers on the GPU; the tolerance stays:
+an optimizer step is elementwise (no reduction whose order could change), and CUDA's division and
+square root are correctly rounded, so only fused multiply-adds move the last bit.
 """
 import math
 import os
@@ -14,6 +17,9 @@ import unittest
 
 import h5py
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import mbtest  # noqa: E402
 
 TOOL = os.environ["MB_OPTIMIZER_REFERENCE"]
 
@@ -78,6 +84,11 @@ class OptimizerParity(unittest.TestCase):
         self.assertEqual(int(g.attrs["step_count"]), steps)
         # The test must be able to fail: the parameters really moved.
         self.assertFalse(torch.allclose(torch.tensor(f["initial_matrix"][()]), matrix.detach()))
+
+    def test_steps_ran_on_the_test_device(self):
+        device = self.file.attrs["device"]
+        device = device.decode() if isinstance(device, bytes) else device
+        self.assertTrue(device.startswith(mbtest.DEVICE), device)
 
     def test_adamw(self):
         self.replay("adamw")

@@ -1,5 +1,7 @@
 // ShardedData::load in one process (a world of one): window gathers against the file's rows,
 // epoch coverage, eval slices, the three layouts, bf16 residency, streaming, classification.
+// Data loads for test::device() with residency auto: resident on the GPU and gathered there
+// under MEGABATCH_TEST_DEVICE=cuda; the host-mapping tests ask for host residency.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include "data/ShardedData.h"
 #include "dist/SingleCommunicator.h"
 #include "tests/data/DataFiles.h"
+#include "tests/support/Device.h"
 
 namespace mb {
 namespace {
@@ -19,7 +22,14 @@ using data::Split;
 
 std::unique_ptr<data::ShardedData> load(const Config& config) {
   dist::SingleCommunicator comm;
-  return data::ShardedData::load(config, comm, c10::Device(c10::kCPU));
+  return data::ShardedData::load(config, comm, test::device());
+}
+
+// test::seriesConfig with residency auto: device residency on a GPU, host on the CPU.
+Config residentConfig(const std::string& path, std::vector<StreamSpec> streams) {
+  Config config = test::seriesConfig(path, std::move(streams));
+  config.data.residency = Residency::kAuto;
+  return config;
 }
 
 // Holds the HDF5 lock: a stream-residency loader thread may be reading at the same time.
@@ -30,7 +40,9 @@ at::Tensor readAll(const std::string& path, const std::string& dataset, at::Scal
 }
 
 // Every sample of `batch` against slices of the file (Note [Window gather]).
-void expectSeriesBatch(const std::string& path, const Config& config, const data::Batch& batch) {
+void expectSeriesBatch(const std::string& path, const Config& config, const data::Batch& gathered) {
+  ASSERT_EQ(gathered.inputs[0].device(), test::device());
+  data::Batch batch = test::toCpu(gathered);
   at::Tensor targets = readAll(path, "targets", at::kFloat);
   for (std::size_t s = 0; s < config.data.streams.size(); ++s) {
     const auto& stream = config.data.streams[s];
@@ -56,7 +68,7 @@ class DataLoad : public ::testing::Test {
 TEST_F(DataLoad, SeriesWindowsAreTheFileRows) {
   std::string path = dir_.file("s.h5");
   test::writeSeriesFile(path, {});
-  Config config = test::seriesConfig(path, {{"m1", 30}, {"m5", 8}});
+  Config config = residentConfig(path, {{"m1", 30}, {"m5", 8}});
   auto data = load(config);
   // m5 window 8 needs end row >= 7, i.e. finest row >= 39: the first 39 samples are skipped.
   EXPECT_EQ(data->info().split(Split::kTrain).begin, 39);
@@ -79,7 +91,7 @@ TEST_F(DataLoad, SeriesWindowsAreTheFileRows) {
 TEST_F(DataLoad, EpochCoversTrainOnceAndMicroBatchesSlice) {
   std::string path = dir_.file("s.h5");
   test::writeSeriesFile(path, {});
-  Config config = test::seriesConfig(path, {{"m1", 4}});
+  Config config = residentConfig(path, {{"m1", 4}});
   auto data = load(config);
   auto train = data->info().split(Split::kTrain);
   for (std::int64_t epoch : {0, 1}) {
@@ -105,7 +117,7 @@ TEST_F(DataLoad, EpochCoversTrainOnceAndMicroBatchesSlice) {
 TEST_F(DataLoad, EvalSlicesAreContiguousAndEmbargoed) {
   std::string path = dir_.file("s.h5");
   test::writeSeriesFile(path, {});
-  Config config = test::seriesConfig(path, {{"m1", 10}, {"m5", 3}});
+  Config config = residentConfig(path, {{"m1", 10}, {"m5", 3}});
   auto data = load(config);
   const auto& info = data->info();
   // No window of a val sample shares a row with the last train sample's windows.
@@ -119,8 +131,9 @@ TEST_F(DataLoad, EvalSlicesAreContiguousAndEmbargoed) {
     std::int64_t n = data->evalCount(split);
     EXPECT_EQ(n, info.split(split).size());
     data::Batch batch = data->evalBatch(split, 3, 11, at::kFloat);
-    EXPECT_TRUE(at::equal(batch.sampleIndex, at::arange(info.split(split).begin + 3,
-                                                        info.split(split).begin + 11, at::kLong)));
+    EXPECT_TRUE(at::equal(
+        batch.sampleIndex.cpu(),
+        at::arange(info.split(split).begin + 3, info.split(split).begin + 11, at::kLong)));
     expectSeriesBatch(path, config, batch);
   }
 }
@@ -128,7 +141,7 @@ TEST_F(DataLoad, EvalSlicesAreContiguousAndEmbargoed) {
 TEST_F(DataLoad, Bf16ResidencyRoundsTheValues) {
   std::string path = dir_.file("s.h5");
   test::writeSeriesFile(path, {});
-  Config config = test::seriesConfig(path, {{"m1", 5}});
+  Config config = residentConfig(path, {{"m1", 5}});
   config.data.residentDtype = DType::kBf16;
   auto data = load(config);
   data->beginEpoch(0);
@@ -140,7 +153,7 @@ TEST_F(DataLoad, Bf16ResidencyRoundsTheValues) {
   at::Tensor ends = readAll(path, "samples/end/m1", at::kLong);
   std::int64_t i = bf16.sampleIndex[0].item<std::int64_t>();
   at::Tensor expected = values.narrow(0, ends[i].item<std::int64_t>() - 4, 5).to(at::kBFloat16);
-  EXPECT_TRUE(at::equal(bf16.inputs[0][0], expected));
+  EXPECT_TRUE(at::equal(bf16.inputs[0][0].cpu(), expected));
 }
 
 TEST_F(DataLoad, SamplesLayoutWithWindowsAndPlainRows) {
@@ -159,7 +172,7 @@ TEST_F(DataLoad, SamplesLayoutWithWindowsAndPlainRows) {
     EXPECT_EQ(info.split(Split::kVal).begin - info.split(Split::kTrain).end,
               window);  // embargo = T samples
     data->beginEpoch(0);
-    data::Batch batch = data->trainBatch(1, 0, data->localCount(1), at::kFloat);
+    data::Batch batch = test::toCpu(data->trainBatch(1, 0, data->localCount(1), at::kFloat));
     at::Tensor features = readAll(path, "features", at::kFloat);
     EXPECT_TRUE(at::equal(batch.inputs[0], features.index_select(0, batch.sampleIndex)));
     EXPECT_TRUE(at::equal(batch.targets.select(1, 0), batch.sampleIndex.to(at::kFloat)));
@@ -182,7 +195,7 @@ TEST_F(DataLoad, TokensAreContextPlusOneWindows) {
     EXPECT_EQ(data->info().vocabSize, 97);
     EXPECT_EQ(data->info().split(Split::kVal).begin, data->info().split(Split::kTrain).end + 1);
     data->beginEpoch(0);
-    data::Batch batch = data->trainBatch(0, 0, 8, at::kFloat);
+    data::Batch batch = test::toCpu(data->trainBatch(0, 0, 8, at::kFloat));
     for (std::int64_t j = 0; j < 8; ++j) {
       std::int64_t item = batch.sampleIndex[j].item<std::int64_t>();
       at::Tensor expected = at::arange(item * 10, item * 10 + 11, at::kLong).remainder(97);
@@ -195,7 +208,7 @@ TEST_F(DataLoad, TokensAreContextPlusOneWindows) {
 TEST_F(DataLoad, StreamResidencyFollowsTheChunkMajorOrder) {
   std::string path = dir_.file("s.h5");
   test::writeSeriesFile(path, {});
-  Config config = test::seriesConfig(path, {{"m1", 6}, {"m5", 2}});
+  Config config = residentConfig(path, {{"m1", 6}, {"m5", 2}});
   config.data.residency = Residency::kStream;
   config.data.streamChunkItems = 37;
   auto data = load(config);

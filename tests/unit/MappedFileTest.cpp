@@ -9,6 +9,7 @@
 #include "data/MappedFile.h"
 #include "data/ShardedData.h"
 #include "dist/SingleCommunicator.h"
+#include "tests/support/Device.h"
 #include "tests/support/TempDir.h"
 
 namespace mb {
@@ -61,11 +62,13 @@ TEST_F(MappedFile, MisalignedLabelsLoadAsTheFileHoldsThem) {
   config.model.task = Task::kClassification;
   config.train.globalBatch = 4;
   dist::SingleCommunicator comm;
-  auto data = data::ShardedData::load(config, comm, c10::Device(c10::kCPU));
+  // Mapped on the host, trained on test::device(): the batch is copied there.
+  auto data = data::ShardedData::load(config, comm, test::device());
   EXPECT_EQ(data->info().numClasses, 3);
-  data::Batch test = data->evalBatch(data::Split::kTest, 0, 5, at::kFloat);
+  data::Batch batch = data->evalBatch(data::Split::kTest, 0, 5, at::kFloat);
+  EXPECT_EQ(batch.targets.device(), test::device());
   at::Tensor expected = at::arange(15, 20, at::kLong).remainder(3);
-  EXPECT_TRUE(at::equal(test.targets, expected)) << test.targets;
+  EXPECT_TRUE(at::equal(batch.targets.cpu(), expected)) << batch.targets;
 }
 
 }  // namespace

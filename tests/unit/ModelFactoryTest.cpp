@@ -1,5 +1,6 @@
 // buildModel: every kind by name, seeded initialisation identical across builds (ranks),
-// independent of and invisible to the global random stream; the mlp model.
+// independent of and invisible to the global random stream; the mlp model. The models that
+// compute run on test::device() (Note [Test device]).
 #include <gtest/gtest.h>
 
 #include <ATen/Functions.h>
@@ -37,11 +38,11 @@ bool sameParameters(const Model& a, const Model& b) {
 TEST(ModelFactory, SameSeedSameWeightsWhateverRanBefore) {
   for (const auto& kind : kinds()) {
     at::manual_seed(1);
-    auto a = buildModel(kind.config, kind.info, 42);
+    auto a = test::deviceModel(kind.config, kind.info, 42);
     at::manual_seed(2);
     at::rand({100});
-    auto b = buildModel(kind.config, kind.info, 42);
-    auto c = buildModel(kind.config, kind.info, 43);
+    auto b = test::deviceModel(kind.config, kind.info, 42);
+    auto c = test::deviceModel(kind.config, kind.info, 43);
     EXPECT_EQ(a->kind(), b->kind());
     EXPECT_TRUE(sameParameters(*a, *b)) << a->kind();
     EXPECT_FALSE(sameParameters(*a, *c)) << a->kind();
@@ -62,7 +63,7 @@ TEST(ModelFactory, MlpFlattensEveryInput) {
   config.kind = ModelKind::kMlp;
   config.hidden = 10;
   config.layers = 3;
-  auto model = buildModel(config, info, 1);
+  auto model = test::deviceModel(config, info, 1);
   EXPECT_EQ(model->kind(), "mlp");
   auto params = model->named_parameters();
   EXPECT_EQ(params["body.0.weight"].sizes(), (at::IntArrayRef{10, 6 * 3 + 4}));
@@ -77,7 +78,7 @@ TEST(ModelFactory, MlpFlattensEveryInput) {
 
   config.task = Task::kClassification;
   auto labels = test::seriesInfo({{"x", 0, 4}}, 0, 3);
-  auto classifier = buildModel(config, labels, 1);
+  auto classifier = test::deviceModel(config, labels, 1);
   auto labelled = test::randomBatch(labels, 6);
   at::Tensor logits = classifier->forward(labelled);
   EXPECT_EQ(logits.sizes(), (at::IntArrayRef{6, 3}));
@@ -92,7 +93,7 @@ TEST(ModelFactory, ClassesFromConfigMustCoverTheLabels) {
   auto labels = test::seriesInfo({{"m1", 4, 2}}, 0, 5);
   EXPECT_THROW(buildModel(config, labels, 1), ConfigError);
   config.numClasses = 8;
-  auto model = buildModel(config, labels, 1);
+  auto model = test::deviceModel(config, labels, 1);
   EXPECT_EQ(model->forward(test::randomBatch(labels, 2)).size(1), 8);
 }
 

@@ -1,7 +1,9 @@
 #pragma once
-// Small models and batches for the model tests (Gpt*, Lstm*, StateDict*, ModelFactory*).
+// Small models and batches for the model tests (Gpt*, Lstm*, StateDict*, ModelFactory*), on
+// test::device() (Note [Test device]).
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,7 +13,9 @@
 #include "config/Config.h"
 #include "data/Batch.h"
 #include "data/DataInfo.h"
+#include "model/Model.h"
 
+#include "tests/support/Device.h"
 #include "tests/support/TempDir.h"
 
 namespace mb::test {
@@ -59,7 +63,17 @@ inline ModelConfig lstmConfig(std::int64_t hidden = 8, std::int64_t layers = 2) 
   return config;
 }
 
-// A random batch for `info`: float windows, tokens, labels, or regression targets.
+// model::buildModel (seeded, built on the CPU, so the weights are the same on every device)
+// moved to test::device().
+inline std::shared_ptr<model::Model> deviceModel(const ModelConfig& config,
+                                                 const data::DataInfo& info, std::uint64_t seed) {
+  auto built = model::buildModel(config, info, seed);
+  built->to(test::device());
+  return built;
+}
+
+// A random batch for `info`: float windows, tokens, labels, or regression targets. Drawn on the
+// CPU (the same values whatever the device), then moved to test::device().
 inline data::Batch randomBatch(const data::DataInfo& info, std::int64_t rows) {
   data::Batch batch;
   for (const auto& input : info.inputs) {
@@ -81,9 +95,11 @@ inline data::Batch randomBatch(const data::DataInfo& info, std::int64_t rows) {
     batch.targets = at::randn(shape);
   }
   batch.sampleIndex = at::arange(rows, at::kLong);
+  for (auto& input : batch.inputs)
+    input = input.to(test::device());
+  batch.targets = batch.targets.to(test::device());
+  batch.sampleIndex = batch.sampleIndex.to(test::device());
   return batch;
 }
-
-// A fresh directory under the system temp dir, removed with the object.
 
 }  // namespace mb::test

@@ -1,5 +1,5 @@
 // State-dict I/O: round trip by name, checksums, and the errors for missing, unexpected,
-// mis-shaped, and inconsistent tied entries.
+// mis-shaped, and inconsistent tied entries. Models on test::device() (Note [Test device]).
 #include <gtest/gtest.h>
 
 #include <ATen/Functions.h>
@@ -46,7 +46,7 @@ bool sameParameters(const Model& a, const Model& b) {
 }
 
 std::shared_ptr<Model> gpt(std::uint64_t seed, std::int64_t width = 16) {
-  return buildModel(test::gptConfig(width, 2, 2), test::tokenInfo(8, 30), seed);
+  return test::deviceModel(test::gptConfig(width, 2, 2), test::tokenInfo(8, 30), seed);
 }
 
 TEST(StateDict, RoundTripsEveryKindByName) {
@@ -56,8 +56,9 @@ TEST(StateDict, RoundTripsEveryKindByName) {
   mlpConfig.kind = ModelKind::kMlp;
   std::vector<std::pair<std::shared_ptr<Model>, std::shared_ptr<Model>>> pairs{
       {gpt(1), gpt(2)},
-      {buildModel(test::lstmConfig(), lstmInfo, 1), buildModel(test::lstmConfig(), lstmInfo, 2)},
-      {buildModel(mlpConfig, lstmInfo, 1), buildModel(mlpConfig, lstmInfo, 2)}};
+      {test::deviceModel(test::lstmConfig(), lstmInfo, 1),
+       test::deviceModel(test::lstmConfig(), lstmInfo, 2)},
+      {test::deviceModel(mlpConfig, lstmInfo, 1), test::deviceModel(mlpConfig, lstmInfo, 2)}};
   for (auto& [source, target] : pairs) {
     std::string path = dir.file(source->kind() + ".h5");
     save(*source, path);
@@ -149,8 +150,8 @@ TEST(StateDict, LoadsIntoAnotherModelKindFailsClearly) {
   test::TempDir dir;
   std::string path = dir.file("lstm.h5");
   auto info = test::seriesInfo({{"m1", 6, 3}});
-  save(*buildModel(test::lstmConfig(), info, 1), path);
-  auto other = buildModel(test::lstmConfig(), test::seriesInfo({{"m5", 6, 3}}), 1);
+  save(*test::deviceModel(test::lstmConfig(), info, 1), path);
+  auto other = test::deviceModel(test::lstmConfig(), test::seriesInfo({{"m5", 6, 3}}), 1);
   std::string message = loadError(*other, path);
   EXPECT_TRUE(contains(message, "missing 8 (encoders.m5.")) << message;
   EXPECT_TRUE(contains(message, "data.streams")) << message;

@@ -1,0 +1,32 @@
+# GPU-only tests (issue 8), label `gpu`: registered in CUDA builds only (MEGABATCH_WITH_CUDA), so
+# CPU builds neither compile nor list them. They always run on cuda:0, whatever
+# MEGABATCH_TEST_DEVICE says, and fail (never skip) without a usable GPU. They cover what the
+# device-switched suite does not: NCCL with a world of one, a BF16 autocast step on CUDA, GPU
+# window gathers against the host gather byte for byte, checkpoints across devices, and host
+# syncs in the step loop. Run them alone with `ctest -L gpu` (see tests/CMakeLists.txt).
+if(NOT MEGABATCH_WITH_CUDA)
+  return()
+endif()
+
+set(MB_GPU_SUITES Nccl Autocast DeviceData Checkpoint HostSync)
+add_executable(megabatch_gpu_tests
+  ${CMAKE_CURRENT_SOURCE_DIR}/gpu/GpuMain.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/gpu/NcclTest.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/gpu/AutocastTest.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/gpu/DeviceDataTest.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/gpu/CheckpointDevicesTest.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/gpu/HostSyncTest.cpp)
+target_link_libraries(megabatch_gpu_tests PRIVATE megabatch_core GTest::gtest)
+target_include_directories(megabatch_gpu_tests PRIVATE ${PROJECT_SOURCE_DIR})
+megabatch_warnings(megabatch_gpu_tests)
+if(MEGABATCH_PCH)
+  target_precompile_headers(megabatch_gpu_tests REUSE_FROM megabatch_core)
+endif()
+foreach(suite ${MB_GPU_SUITES})
+  add_test(NAME gpu.${suite} COMMAND megabatch_gpu_tests "--gtest_filter=Gpu${suite}.*")
+  set_tests_properties(gpu.${suite} PROPERTIES ENVIRONMENT "${MB_TEST_ENV}" TIMEOUT ${MB_TEST_TIMEOUT}
+                       LABELS gpu)
+endforeach()
+
+# Resume across devices through the CLI (CUDA -> CPU and CPU -> CUDA).
+mb_add_python_test(gpu.cross_device_resume gpu/test_cross_device_resume.py LABEL gpu TIMEOUT 600)
