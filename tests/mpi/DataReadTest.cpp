@@ -124,7 +124,9 @@ void checkShares(bool hostMmap, Residency residency) {
   std::int64_t total = 0;
   for (std::int64_t b = 0; b < data->batchesPerEpoch(); ++b) {
     data::Batch gathered = data->trainBatch(b, 0, data->localCount(b), at::kFloat);
-    if (gathered.size() > 0) ASSERT_EQ(gathered.inputs[0].device(), test::device());
+    if (gathered.size() > 0) {
+      ASSERT_EQ(gathered.inputs[0].device(), test::device());
+    }
     data::Batch batch = test::toCpu(gathered);
     std::vector<std::int64_t> expected;
     for (auto item : order.batchItems(1, b)) {
