@@ -124,8 +124,9 @@ closure() {
 
 cmd_fetch() {
   local dir=${1:-$DEFAULT_DIR}
-  command -v apt-get >/dev/null && command -v apt-cache >/dev/null ||
+  if ! command -v apt-get >/dev/null || ! command -v apt-cache >/dev/null; then
     die "fetch needs apt (Debian 12)" "run it on a Debian 12 machine and carry the folder"
+  fi
   grep -qs 'VERSION_CODENAME=bookworm' /etc/os-release ||
     echo "gpu-deps.sh: warning: this is not Debian 12 (bookworm); the packages are whatever apt offers here" >&2
   mkdir -p "$dir"
@@ -238,11 +239,13 @@ cmd_unpack() {
   # 3. h5pcc (a shell script) names /usr and the static-link dependencies of libhdf5
   #    (-lcrypto -lcurl -lsz -lz): point it at the prefix, and keep only what a shared link
   #    needs, because the -dev packages of those libraries are not carried (libhdf5.so names
-  #    them itself). CMake's FindHDF5 reads the flags from `h5pcc -show`.
+  #    them itself), and link shared by default (CMake's FindHDF5 first compiles a test program
+  #    with plain `h5pcc test.c`, then reads the flags from `h5pcc -show -shlib`).
   local h5pcc=$usr/bin/h5pcc.openmpi
   if [[ -f $h5pcc ]]; then
     sed -i -e "s|^prefix=\"/usr\"|prefix=\"$usr\"|" \
            -e 's|^H5BLD_LIBS=.*|H5BLD_LIBS="-ldl -lm "|' \
+           -e 's|USE_SHARED_LIB="${HDF5_USE_SHLIB:-no}"|USE_SHARED_LIB="${HDF5_USE_SHLIB:-yes}"|' \
            -e "s|^CCBASE=\"mpicc.openmpi\"|CCBASE=\"$usr/bin/mpicc.openmpi\"|" \
            -e "s|^CLINKERBASE=\"mpicc.openmpi\"|CLINKERBASE=\"$usr/bin/mpicc.openmpi\"|" "$h5pcc"
   fi
@@ -295,7 +298,8 @@ cmd_check() {
   [[ -f $prefix/env.sh ]] || die "$prefix/env.sh is missing" "run scripts/gpu-deps.sh unpack DIR $prefix"
   while IFS= read -r -d '' file; do
     [[ $(head -c 4 "$file" | od -An -c | tr -d ' ') == 177ELF ]] || continue
-    missing=$( (. "$prefix/env.sh" && ldd "$file" 2>&1 || true) | awk '/not found/{print $1} /error while loading/{print "(unreadable:" $0 ")"}' | sort -u | tr '\n' ' ')
+    # shellcheck disable=SC1091  # written by unpack
+    missing=$( { (. "$prefix/env.sh"; ldd "$file" 2>&1) || true; } | awk '/not found/{print $1} /error while loading/{print "(unreadable:" $0 ")"}' | sort -u | tr '\n' ' ')
     [[ -z $missing ]] && continue
     report+="  ${file#"$prefix"/}: $missing"$'\n'
     case $file in

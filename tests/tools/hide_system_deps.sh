@@ -21,10 +21,10 @@ arch=x86_64-linux-gnu
 empty_dir=$(mktemp -d)
 empty_file=$(mktemp)
 dirs=(
-  /usr/lib/$arch/openmpi /usr/lib/$arch/hdf5 /usr/lib/$arch/pmix2 /etc/openmpi /usr/share/openmpi
+  "/usr/lib/$arch/openmpi" "/usr/lib/$arch/hdf5" "/usr/lib/$arch/pmix2" /etc/openmpi /usr/share/openmpi
   /usr/share/pmix /usr/include/hdf5 /usr/include/spdlog /usr/include/fmt /usr/include/gtest
-  /usr/include/gmock /usr/include/yaml-cpp /usr/lib/$arch/cmake/GTest /usr/lib/$arch/cmake/fmt
-  /usr/lib/$arch/cmake/spdlog /usr/lib/$arch/cmake/yaml-cpp /usr/src/googletest /usr/src/gtest
+  /usr/include/gmock /usr/include/yaml-cpp "/usr/lib/$arch/cmake/GTest" "/usr/lib/$arch/cmake/fmt"
+  "/usr/lib/$arch/cmake/spdlog" "/usr/lib/$arch/cmake/yaml-cpp" /usr/src/googletest /usr/src/gtest
 )
 hidden=0
 for dir in "${dirs[@]}"; do
