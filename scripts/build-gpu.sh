@@ -62,7 +62,8 @@ print(torch.version.cuda or "")
 EOF
   ) || die "$python cannot import torch: ${info##*$'\n'}" \
          "pip install torch (a CUDA wheel), or set PYTHON, TORCH_CMAKE_PREFIX or LIBTORCH"
-  { read -r torch_prefix; read -r torch_version; read -r torch_cuda; } <<<"$info"
+  mapfile -t lines <<<"$info"
+  torch_prefix=${lines[0]} torch_version=${lines[1]:-} torch_cuda=${lines[2]:-}
 fi
 [[ -f $torch_prefix/Torch/TorchConfig.cmake ]] ||
   die "no Torch/TorchConfig.cmake under $torch_prefix" \

@@ -72,12 +72,13 @@ in_list() {  # in_list WORD LIST...
   return 1
 }
 
-# Prints one line per dependency group of package $1 (Depends and Pre-Depends): the
+# Prints one line per dependency group (Depends and Pre-Depends) of the packages named: the
 # alternatives, with a virtual package's providers listed after it.
 dep_groups() {
   apt-cache depends --no-recommends --no-suggests --no-enhances --no-conflicts --no-breaks \
-    --no-replaces "$1" 2>/dev/null | awk '
+    --no-replaces "$@" 2>/dev/null | awk '
     function flush() { if (group != "") print group; group = "" }
+    /^[^ ]/ { flush(); cont = 0; virtual = 0; next }
     /^ *\|?(Pre)?Depends: / {
       if (!cont) flush()
       group = group (group == "" ? "" : " ") $2
@@ -88,18 +89,23 @@ dep_groups() {
     END { flush() }'
 }
 
-# The closure of ROOTS over Depends, minus BASE and SKIP, one package a line.
+# The closure of ROOTS over Depends, minus BASE and SKIP, one package a line. Breadth first,
+# one apt-cache call per level.
 closure() {
   local -A chosen=()
-  local queue=("${ROOTS[@]}") pkg group alt pick
-  while [[ ${#queue[@]} -gt 0 ]]; do
-    pkg=${queue[0]}
-    queue=("${queue[@]:1}")
-    [[ -n ${chosen[$pkg]:-} ]] && continue
-    in_list "$pkg" "${BASE[@]}" "${SKIP[@]}" && continue
-    apt-cache show --no-all-versions "$pkg" >/dev/null 2>&1 ||
-      die "package $pkg is unknown to apt" "run apt-get update (this needs Debian 12 sources)"
-    chosen[$pkg]=1
+  local level=("${ROOTS[@]}") next todo pkg group alt pick
+  while [[ ${#level[@]} -gt 0 ]]; do
+    todo=()
+    for pkg in "${level[@]}"; do
+      [[ -n ${chosen[$pkg]:-} ]] && continue
+      in_list "$pkg" "${BASE[@]}" "${SKIP[@]}" && continue
+      chosen[$pkg]=1
+      todo+=("$pkg")
+    done
+    [[ ${#todo[@]} -gt 0 ]] || break
+    apt-cache show --no-all-versions "${todo[@]}" >/dev/null 2>&1 ||
+      die "apt does not know one of: ${todo[*]}" "run apt-get update (this needs Debian 12 sources)"
+    next=()
     while read -r group; do
       pick=""
       for alt in $group; do
@@ -116,8 +122,9 @@ closure() {
           break
         done
       fi
-      [[ -n $pick && $pick != none ]] && queue+=("$pick")
-    done < <(dep_groups "$pkg")
+      [[ -n $pick && $pick != none ]] && next+=("$pick")
+    done < <(dep_groups "${todo[@]}")
+    level=("${next[@]}")
   done
   printf '%s\n' "${!chosen[@]}" | sort
 }
@@ -132,34 +139,36 @@ cmd_fetch() {
   mkdir -p "$dir"
   local packages
   mapfile -t packages < <(closure)
+  [[ ${#packages[@]} -gt 0 ]] || die "no packages chosen" "check apt (apt-get update)"
   echo "gpu-deps.sh: ${#packages[@]} packages (roots: ${#ROOTS[@]}; base and skipped lists in $0)"
-  # apt-get download writes into the current directory; it needs no root.
-  (cd "$dir" && apt-get download -q "${packages[@]}" >/dev/null) ||
+  # Download into a fresh folder, then replace the old set: DIR holds exactly this set.
+  # apt-get download writes into the current directory and needs no root.
+  local fresh=$dir/.download
+  rm -rf "$fresh"
+  mkdir -p "$fresh"
+  local sandbox=()
+  [[ $(id -u) -eq 0 ]] && sandbox=(-o APT::Sandbox::User=root)   # no _apt warning as root
+  (cd "$fresh" && apt-get download -q "${sandbox[@]}" "${packages[@]}" >/dev/null) ||
     die "apt-get download failed" "check the network and apt sources (apt-get update)"
-  # Keep exactly the chosen set: drop other versions and packages no longer wanted.
-  local deb name keep=0 removed=0
-  for deb in "$dir"/*.deb; do
-    name=$(dpkg-deb -f "$deb" Package)
-    if in_list "$name" "${packages[@]}" &&
-       [[ $(dpkg-deb -f "$deb" Version) == "$(apt-cache policy "$name" | awk '/Candidate:/{print $2}')" ]]; then
-      keep=$((keep + 1))
-    else
-      rm -f "$deb"
-      removed=$((removed + 1))
-    fi
-  done
+  local got=("$fresh"/*.deb)
+  [[ ${#got[@]} -eq ${#packages[@]} ]] ||
+    die "downloaded ${#got[@]} of ${#packages[@]} packages" "rerun fetch; apt-get download may have failed for some"
+  rm -f "$dir"/*.deb
+  mv "$fresh"/*.deb "$dir"/
+  rmdir "$fresh"
+  local deb
   {
     echo "# megabatch GPU dependencies: Debian 12 packages, written by scripts/gpu-deps.sh fetch"
     for deb in "$dir"/*.deb; do
-      printf '%s %s %s\n' "$(dpkg-deb -f "$deb" Package)" "$(dpkg-deb -f "$deb" Version)" "$(stat -c %s "$deb")"
+      # shellcheck disable=SC2016  # dpkg-deb's format, not the shell's
+      dpkg-deb -W --showformat='${Package} ${Version} ' "$deb"
+      stat -c %s "$deb"
     done
   } >"$dir/packages.txt"
-  [[ $keep -eq ${#packages[@]} ]] ||
-    die "have $keep of ${#packages[@]} packages in $dir" "rerun fetch; apt-get download may have failed for some"
   local bytes
   bytes=$(du -cb "$dir"/*.deb | tail -1 | cut -f1)
-  echo "gpu-deps.sh: $dir: $keep .deb files, $(awk -v b="$bytes" 'BEGIN{printf "%.1f MiB", b/1048576}')" \
-       "($removed stale removed); list in $dir/packages.txt"
+  echo "gpu-deps.sh: $dir: ${#packages[@]} .deb files, $(awk -v b="$bytes" 'BEGIN{printf "%.1f MiB", b/1048576}');" \
+       "list in $dir/packages.txt"
 }
 
 # Makes PREFIX/LINK point at PREFIX/TARGET with a relative link, when the target exists.
@@ -243,6 +252,7 @@ cmd_unpack() {
   #    with plain `h5pcc test.c`, then reads the flags from `h5pcc -show -shlib`).
   local h5pcc=$usr/bin/h5pcc.openmpi
   if [[ -f $h5pcc ]]; then
+    # shellcheck disable=SC2016  # the sed expressions name the script's own variables
     sed -i -e "s|^prefix=\"/usr\"|prefix=\"$usr\"|" \
            -e 's|^H5BLD_LIBS=.*|H5BLD_LIBS="-ldl -lm "|' \
            -e 's|USE_SHARED_LIB="${HDF5_USE_SHLIB:-no}"|USE_SHARED_LIB="${HDF5_USE_SHLIB:-yes}"|' \
@@ -322,6 +332,6 @@ case ${1:-} in
   fetch) shift; cmd_fetch "$@" ;;
   unpack) shift; cmd_unpack "$@" ;;
   check) shift; cmd_check "$@" ;;
-  -h|--help|help) sed -n '2,16p' "$0" ;;
-  *) sed -n '2,16p' "$0" >&2; exit 2 ;;
+  -h|--help|help) sed -n '2,15p' "$0" ;;
+  *) sed -n '2,15p' "$0" >&2; exit 2 ;;
 esac
