@@ -272,6 +272,8 @@ cmd_unpack() {
   cat >"$prefix/env.sh" <<EOF
 # Written by scripts/gpu-deps.sh unpack: Debian 12 packages unpacked into this folder.
 # Source it (sh or bash) before building or running megabatch against them:  . $prefix/env.sh
+# Its libraries (Open MPI, HDF5, and their curl, OpenSSL, Kerberos, ...) then come before the
+# system's: source it in the shells that build or run megabatch, not in a login profile.
 MEGABATCH_DEPS_PREFIX=$prefix
 export MEGABATCH_DEPS_PREFIX
 OPAL_PREFIX=$usr

@@ -90,9 +90,11 @@ EOF
   echo "== nvcc: $( (command -v nvcc || ls /usr/local/cuda/bin/nvcc) 2>/dev/null) $( (nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null | tail -2 | head -1)"
   echo "== c++: $(c++ --version 2>/dev/null | head -1)"
   echo "== cmake: $(cmake --version 2>/dev/null | head -1); ninja $(ninja --version 2>/dev/null)"
-  local tool
+  local tool path
   for tool in mpirun h5pcc clang-format ssh ip slurmctld; do
-    echo "== system $tool: $(command -v "$tool" || echo missing)"
+    path=$(command -v "$tool" 2>/dev/null)
+    [[ -n $path && -x $path ]] || path=missing
+    echo "== system $tool: $path"
   done
 }
 
