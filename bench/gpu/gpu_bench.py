@@ -201,6 +201,18 @@ def clip_gradients(params, max_norm):
         torch.nn.utils.clip_grad_norm_(params, max_norm)
 
 
+def optimizer_step(opt, params, clip, cfg, state, total):
+    """Clip, set the scheduled lr, step, zero: megabatch's order within a step."""
+    if clip > 0:
+        clip_gradients(params, clip)
+    lr = learning_rate(cfg, state["step"], total)
+    for g in opt.param_groups:
+        g["lr"] = lr
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    state["step"] += 1
+
+
 def autocast(bench, precision):
     if precision != "bf16":
         return torch.autocast(bench.device.type, enabled=False)
@@ -550,14 +562,7 @@ def lstm_python(bench, variant, cfg, batch, window, data):
 
     def update(loss):
         loss.backward()
-        if clip > 0:
-            clip_gradients(params, clip)
-        lr = learning_rate(cfg, state["step"], total)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        state["step"] += 1
+        optimizer_step(opt, params, clip, cfg, state, total)
 
     if variant == "h5py":
         n = data["train_samples"]
@@ -795,14 +800,7 @@ def gpt_python(bench, variant, cfg, tokens):
             with autocast(bench, precision):
                 loss = forward(rows[:, :-1], rows[:, 1:]) / (global_batch // micro)
             loss.backward()
-        if clip > 0:
-            clip_gradients(params, clip)
-        lr = learning_rate(cfg, state["step"], total)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        state["step"] += 1
+        optimizer_step(opt, params, clip, cfg, state, total)
 
     info.update(time_steps(bench, step, window, window, global_batch))
     info["tokens_per_s"] = [s * context for s in info["samples_per_s"]]

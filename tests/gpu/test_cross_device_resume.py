@@ -7,7 +7,6 @@ comparison crosses devices inside the trainer, which runs TF32 matmuls on CUDA (
 """
 import os
 import sys
-import tempfile
 import unittest
 
 import numpy as np
@@ -25,20 +24,7 @@ SAME_DEVICE_RTOL = {"cpu": 1e-5, "cuda": 1e-3}
 CROSS_DEVICE_RTOL = 1e-2
 
 
-class CrossDeviceResumeTest(mbtest.TempDirTestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls._shared = tempfile.TemporaryDirectory(prefix="mbgpu-")
-        cls.data = os.path.join(cls._shared.name, "series.h5")
-        r = mbtest.run(["data", "synth-series", "--out", cls.data, "--rows", "8000", "--features", "3",
-                        "--streams", "m1:1,m5:5", "--seed", "7"])
-        if r.returncode != 0:
-            raise RuntimeError("could not make test data:\n%r" % r)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._shared.cleanup()
-
+class CrossDeviceResumeTest(mbtest.SeriesTrainingTestCase):
     def train(self, run_dir, device, env=None, expect=0):
         config = self.write("config-%s.yaml" % os.path.basename(run_dir),
                             BASE_CONFIG.format(run_dir=run_dir, data=self.data))

@@ -132,3 +132,21 @@ class TempDirTestCase(unittest.TestCase):
         self.assertEqual(result.returncode, code, repr(result))
         for fragment in fragments:
             self.assertIn(fragment, result.output, repr(result))
+
+
+class SeriesTrainingTestCase(TempDirTestCase):
+    """TempDirTestCase plus one small two-stream series file (m1, m5; 8000 rows, 3 features),
+    made once per class in self.data, for end-to-end training tests."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls._shared = tempfile.TemporaryDirectory(prefix="mbtrain-")
+        cls.data = os.path.join(cls._shared.name, "series.h5")
+        r = run(["data", "synth-series", "--out", cls.data, "--rows", "8000", "--features", "3",
+                 "--streams", "m1:1,m5:5", "--seed", "7"])
+        if r.returncode != 0:
+            raise RuntimeError("could not make test data:\n%r" % r)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._shared.cleanup()

@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
@@ -80,20 +79,7 @@ def latest_checkpoint(run_dir):
         return os.path.join(ckpt, f.read().strip())
 
 
-class TrainingTest(mbtest.TempDirTestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls._shared = tempfile.TemporaryDirectory(prefix="mbtrain-")
-        cls.data = os.path.join(cls._shared.name, "series.h5")
-        r = mbtest.run(["data", "synth-series", "--out", cls.data, "--rows", "8000", "--features", "3",
-                        "--streams", "m1:1,m5:5", "--seed", "7"])
-        if r.returncode != 0:
-            raise RuntimeError("could not make test data:\n%r" % r)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._shared.cleanup()
-
+class TrainingTest(mbtest.SeriesTrainingTestCase):
     def config(self, run_dir, extra=""):
         return self.write("config-%d.yaml" % len(os.listdir(self.tmp)),
                           BASE_CONFIG.format(run_dir=run_dir, data=self.data) + extra)
@@ -312,6 +298,9 @@ class TrainingTest(mbtest.TempDirTestCase):
         self.train(2, self.config(reference), overrides)
         losses, ref = train_losses(run), train_losses(reference)
         self.assertEqual(sorted(losses), list(range(1, 401)))
+        steps = sorted(ref)
+        np.testing.assert_allclose([losses[s] for s in steps], [ref[s] for s in steps], rtol=mbtest.RUN_RTOL,
+                                   err_msg="the stopped and resumed run's loss per step vs the uninterrupted run's")
         self.assertParamsClose(checkpoint_params(latest_checkpoint(reference)), checkpoint_params(latest_checkpoint(run)))
 
 
