@@ -114,7 +114,10 @@ void Optimizer::stepAdamMasked(double lr, bool decoupled, const at::Tensor& appl
   at::Tensor correction1 = 1.0 - at::pow(beta1, count);
   at::Tensor correction2Root = (1.0 - at::pow(beta2, count)).sqrt_();
   at::Tensor stepSize = (apply * (-lr)).div_(correction1);
-  at::Tensor weight1 = apply * (1.0 - beta1), weight2 = apply * (1.0 - beta2);
+  // lerp wants its weight in the state's type (fp32: the state follows the fp32 master weights).
+  const auto stateType = expAvg_.front().scalar_type();
+  at::Tensor weight1 = (apply * (1.0 - beta1)).to(stateType);
+  at::Tensor weight2 = (apply * (1.0 - beta2)).to(stateType);
   at::Tensor decayFactor = 1.0 - apply * (lr * config_.weightDecay);
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     const at::Tensor& p = parameters_[i].second;
@@ -127,9 +130,8 @@ void Optimizer::stepAdamMasked(double lr, bool decoupled, const at::Tensor& appl
         grad.add_(p, config_.weightDecay);
       }
     }
-    const auto type = expAvg_[i].scalar_type();  // lerp wants its weight in the state's type
-    expAvg_[i].lerp_(grad, weight1.to(type));
-    expAvgSq_[i].lerp_(grad * grad, weight2.to(type));
+    expAvg_[i].lerp_(grad, weight1);
+    expAvgSq_[i].lerp_(grad * grad, weight2);
     at::Tensor denominator = expAvgSq_[i].sqrt().div_(correction2Root).add_(config_.eps);
     p.add_(expAvg_[i].div(denominator).mul_(stepSize));
   }

@@ -333,7 +333,7 @@ RunOutcome Trainer::run() {
     ++state_.step;
     ++state_.batchInEpoch;
     state_.samplesSeen += data_->globalCount(state_.batchInEpoch - 1);
-    pendingChecks_.push_back({state_.step, step.gradNorm, step.skipped});
+    pendingChecks_.push_back({state_.step, step.gradNorm});
     if (hostSyncEveryStep()) settleStepChecks();
 
     bool epochEnded = state_.batchInEpoch == perEpoch;
@@ -429,18 +429,17 @@ Trainer::StepResult Trainer::trainStep() {
       if (clip > 0 && norm > clip) at::_foreach_mul_(grads, clip / (norm + 1e-6));
       optimizer_->step(currentLr());
     }
-    // Already on the host: settling them reads no device.
-    result.gradNorm = at::full({}, norm, at::kDouble);
-    result.skipped = at::full({}, finite ? 0.0 : 1.0, at::kDouble);
+    result.gradNorm = at::full({}, norm, at::kDouble);  // on the host: settling reads no device
   } else {
-    at::Tensor apply = at::isfinite(result.gradNorm).to(at::kDouble);
-    at::Tensor scale = clip > 0 ? at::where(result.gradNorm > clip, clip / (result.gradNorm + 1e-6),
-                                            at::ones_like(result.gradNorm))
-                                : at::ones_like(result.gradNorm);
+    const at::Tensor& norm = result.gradNorm;
+    if (clip > 0) {
+      at::Tensor scale = at::where(norm > clip, clip / (norm + 1e-6), at::ones_like(norm));
+      for (auto& grad : grads)
+        grad.mul_(scale);
+    }
     for (auto& grad : grads)
-      grad.mul_(scale).nan_to_num_(0.0, 0.0, 0.0);  // a masked step still needs finite inputs
-    optimizer_->step(currentLr(), apply);
-    result.skipped = 1.0 - apply;
+      grad.nan_to_num_(0.0, 0.0, 0.0);  // a masked step still needs finite inputs
+    optimizer_->step(currentLr(), at::isfinite(norm).to(at::kDouble));
   }
   optimizer_->zeroGrad();
   result.loss = lossSum / normalizer;
@@ -550,16 +549,14 @@ bool Trainer::hostSyncEveryStep() const {
 
 void Trainer::settleStepChecks() {
   if (pendingChecks_.empty()) return;
-  std::vector<at::Tensor> values;
-  for (const auto& check : pendingChecks_) {
-    values.push_back(check.gradNorm);
-    values.push_back(check.skipped);
-  }
-  at::Tensor host = at::stack(values).to(at::kCPU, at::kDouble);
+  std::vector<at::Tensor> norms;
+  for (const auto& check : pendingChecks_)
+    norms.push_back(check.gradNorm);
+  at::Tensor host = at::stack(norms).to(at::kCPU, at::kDouble);
   auto read = host.accessor<double, 1>();
   for (std::size_t i = 0; i < pendingChecks_.size(); ++i) {
-    const double norm = read[static_cast<std::int64_t>(2 * i)];
-    const bool skipped = read[static_cast<std::int64_t>(2 * i + 1)] > 0.5;
+    const double norm = read[static_cast<std::int64_t>(i)];
+    const bool skipped = !std::isfinite(norm);  // the rule both step paths apply
     lastGradNorm_ = norm;
     state_.badSteps = skipped ? state_.badSteps + 1 : 0;
     if (!skipped) continue;

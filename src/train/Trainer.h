@@ -46,8 +46,9 @@ class Trainer {
 
  private:
   struct StepResult {
-    at::Tensor gradNorm;  // 0-d double on the device: the global gradient norm before clipping
-    at::Tensor skipped;   // 0-d double on the device: 1 if the update was skipped, else 0
+    // 0-d double: the global gradient norm before clipping; the update was skipped iff it is
+    // not finite. On the device with host_sync = log (Note [Step checks]), else on the host.
+    at::Tensor gradNorm;
     double dataSeconds = 0;
     double commSeconds = 0;
     std::int64_t samples = 0;
@@ -57,7 +58,7 @@ class Trainer {
   // A finished step whose gradient norm the host has not read yet (Note [Step checks]).
   struct PendingCheck {
     std::int64_t step = 0;
-    at::Tensor gradNorm, skipped;
+    at::Tensor gradNorm;
   };
 
   void setUpDevice();
