@@ -504,8 +504,8 @@ std::vector<std::string> CheckpointDirectory::removeUnfinishedWrites() const {
   return removed;
 }
 
-std::string CheckpointDirectory::readLatestName() const {
-  std::ifstream in((fs::path(dir_) / "latest").string());
+std::string readLatestName(const std::string& dir) {
+  std::ifstream in((fs::path(dir) / "latest").string());
   std::string name;
   std::getline(in, name);
   return str::trim(name);
@@ -523,7 +523,7 @@ void CheckpointDirectory::prune(const std::string& keep) {
 
 std::optional<std::pair<std::string, CheckpointContent>> CheckpointDirectory::loadNewest() const {
   std::vector<std::string> candidates;
-  std::string latest = readLatestName();
+  std::string latest = readLatestName(dir_);
   if (!latest.empty()) candidates.push_back((fs::path(dir_) / latest).string());
   for (const auto& file : stepFiles()) {
     if (std::find(candidates.begin(), candidates.end(), file) == candidates.end())

@@ -104,7 +104,6 @@ class CheckpointDirectory {
   std::optional<std::pair<std::string, CheckpointContent>> loadNewest() const;
 
  private:
-  std::string readLatestName() const;
   void prune(const std::string& keep);
 
   std::string dir_;
@@ -113,5 +112,9 @@ class CheckpointDirectory {
 
 // Writes `text` to `path` atomically (tmp, fsync, rename, fsync dir).
 void writeFileAtomically(const std::string& path, const std::string& text);
+
+// The file name that `dir`/latest names (the newest complete checkpoint there); "" when the
+// pointer is missing, unreadable or empty.
+std::string readLatestName(const std::string& dir);
 
 }  // namespace mb::train

@@ -2,12 +2,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 
 #include <c10/core/GradMode.h>
 
 #include "common/Error.h"
-#include "common/Strings.h"
 #include "config/ConfigLoader.h"
 #include "data/DataInfo.h"
 #include "model/Model.h"
@@ -20,10 +18,7 @@ namespace {
 
 // `latest` holds the file name of the newest checkpoint in its directory; "" if unreadable.
 std::string followLatest(const fs::path& latestFile) {
-  std::ifstream latest(latestFile);
-  std::string name;
-  std::getline(latest, name);
-  name = str::trim(name);
+  std::string name = readLatestName(latestFile.parent_path().string());
   return name.empty() ? "" : (latestFile.parent_path() / name).string();
 }
 
