@@ -119,15 +119,11 @@ void dumpEval(data::ShardedData& data, hid_t dump) {
   }
 }
 
-std::string layoutName(Layout layout) {
-  return toString(layout);
-}
-
 void printSummary(const data::ShardedData& data, const at::Tensor& stats, int world) {
   const data::DataInfo& info = data.info();
   data::LoadStats load = data.loadStats();
   std::printf("data: %s\nlayout: %s, %lld samples, fingerprint %s\n", info.path.c_str(),
-              layoutName(info.layout).c_str(), static_cast<long long>(info.numSamples),
+              info.layout.c_str(), static_cast<long long>(info.numSamples),
               info.fingerprint.c_str());
   for (data::Split split : {data::Split::kTrain, data::Split::kVal, data::Split::kTest}) {
     const auto& r = info.split(split);
@@ -174,7 +170,7 @@ void writeReport(const std::string& path, const data::ShardedData& data, const a
   std::ofstream out(path);
   if (!out) throw ConfigError("--report " + path + ": cannot write");
   const data::DataInfo& info = data.info();
-  out << "{\"path\": \"" << info.path << "\", \"layout\": \"" << layoutName(info.layout)
+  out << "{\"path\": \"" << info.path << "\", \"layout\": \"" << info.layout
       << "\", \"samples\": " << info.numSamples << ", \"world\": " << world
       << ", \"fingerprint\": \"" << info.fingerprint << "\", \"splits\": [";
   for (int s = 0; s < 3; ++s)

@@ -13,6 +13,7 @@
 #include "dist/Agreement.h"
 #include "dist/Runtime.h"
 #include "model/Model.h"
+#include "model/ModelRegistry.h"
 #include "train/CheckpointModel.h"
 #include "train/Evaluation.h"
 #include "train/Metrics.h"
@@ -74,7 +75,7 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
       train::evaluateSplit(*run.model, *data, split, runtime.control(), device, options);
 
   std::optional<train::ExactMatch> exact;
-  if (runtime.rank() == 0 && data->info().layout == Layout::kTokens) {
+  if (runtime.rank() == 0 && model::modelKind(config.model.kind).languageModel) {
     run.model->to(c10::Device(c10::kCPU));
     exact = train::arithmeticExactMatch(*run.model, config.data.path);
   }

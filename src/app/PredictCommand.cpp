@@ -21,6 +21,7 @@
 #include "dist/Runtime.h"
 #include "dist/SingleCommunicator.h"
 #include "model/Model.h"
+#include "model/ModelRegistry.h"
 #include "train/CheckpointModel.h"
 
 namespace mb::app {
@@ -97,8 +98,9 @@ int runPredict(const ParsedArgs& args, dist::Runtime& runtime) {
   std::vector<data::Split> splits = splitsFor(splitName);
   if (runtime.rank() != 0) return 0;  // prediction runs in one process; other ranks are idle
   train::TrainedModel run = train::loadTrainedModel(args.get("checkpoint"), args.positionals);
-  if (run.config.model.kind == ModelKind::kGpt)
-    throw ConfigError(run.path + " holds a gpt model: use megabatch sample to generate from it");
+  if (model::modelKind(run.config.model.kind).languageModel)
+    throw ConfigError(run.path + " holds a " + run.config.model.kind +
+                      " language model: use megabatch sample to generate from it");
   Config config = run.config;
   config.data.path = args.get("data");
   config.data.canonicalShards = 1;

@@ -9,6 +9,7 @@
 #include "dist/Runtime.h"
 #include "model/Generate.h"
 #include "model/Model.h"
+#include "model/ModelRegistry.h"
 #include "train/CheckpointModel.h"
 
 namespace mb::app {
@@ -19,9 +20,9 @@ int runSample(const ParsedArgs& args, dist::Runtime& runtime) {
                       "e.g. megabatch sample --checkpoint runs/arith --prompt \"12+34=\"");
   if (runtime.rank() != 0) return 0;  // generation is a single-process job
   train::TrainedModel run = train::loadTrainedModel(args.get("checkpoint"), {});
-  if (run.config.model.kind != ModelKind::kGpt)
+  if (!model::modelKind(run.config.model.kind).languageModel)
     throw ConfigError(run.path + " holds a " + run.model->kind() +
-                      " model; megabatch sample needs model.kind = gpt");
+                      " model; megabatch sample needs a language model (model.kind = gpt)");
   model::SamplingOptions options;
   options.maxNewTokens = args.getInt("max-new-tokens", 32);
   options.temperature = args.getDouble("temperature", 0.0);

@@ -8,13 +8,11 @@
 
 namespace mb {
 
-enum class Layout { kSamples, kSeries, kTokens };
 enum class Residency { kAuto, kDevice, kHost, kStream };
 enum class DType { kFp32, kBf16 };
 enum class DeviceKind { kAuto, kCpu, kCuda };
 // When the host reads a step's gradient norm (Note [Step checks] in train/Trainer.cpp).
 enum class HostSync { kAuto, kStep, kLog };
-enum class ModelKind { kLstm, kGpt, kMlp };
 enum class Task { kRegression, kClassification };
 enum class LossKind { kAuto, kMse, kHuber, kCrossEntropy };
 enum class OptimizerKind { kAdamW, kAdam, kSgd };
@@ -48,7 +46,7 @@ struct SplitConfig {
 
 struct DataConfig {
   std::string path;
-  Layout layout = Layout::kSamples;
+  std::string layout = "samples";  // a name of data::layoutKinds() (src/data/LayoutRegistry.cpp)
   Residency residency = Residency::kAuto;
   DType residentDtype = DType::kFp32;
   std::int64_t canonicalShards = 64;  // V: fixed at run start, stored in the checkpoint
@@ -65,7 +63,7 @@ struct DataConfig {
 };
 
 struct ModelConfig {
-  ModelKind kind = ModelKind::kLstm;
+  std::string kind = "lstm";  // a name of model::modelKinds() (src/model/ModelRegistry.cpp)
   Task task = Task::kRegression;
   LossKind loss = LossKind::kAuto;
   double huberDelta = 1.0;

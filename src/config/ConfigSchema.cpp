@@ -12,6 +12,8 @@
 
 #include "common/Error.h"
 #include "common/Strings.h"
+#include "data/LayoutRegistry.h"
+#include "model/ModelRegistry.h"
 
 namespace mb {
 namespace {
@@ -31,8 +33,6 @@ const EnumTable<E>& enumTable();
     return table;                                    \
   }
 
-MB_ENUM_TABLE(Layout, {Layout::kSamples, "samples"}, {Layout::kSeries, "series"},
-              {Layout::kTokens, "tokens"})
 MB_ENUM_TABLE(Residency, {Residency::kAuto, "auto"}, {Residency::kDevice, "device"},
               {Residency::kHost, "host"}, {Residency::kStream, "stream"})
 MB_ENUM_TABLE(DType, {DType::kFp32, "fp32"}, {DType::kBf16, "bf16"})
@@ -40,8 +40,6 @@ MB_ENUM_TABLE(DeviceKind, {DeviceKind::kAuto, "auto"}, {DeviceKind::kCpu, "cpu"}
               {DeviceKind::kCuda, "cuda"})
 MB_ENUM_TABLE(HostSync, {HostSync::kAuto, "auto"}, {HostSync::kStep, "step"},
               {HostSync::kLog, "log"})
-MB_ENUM_TABLE(ModelKind, {ModelKind::kLstm, "lstm"}, {ModelKind::kGpt, "gpt"},
-              {ModelKind::kMlp, "mlp"})
 MB_ENUM_TABLE(Task, {Task::kRegression, "regression"}, {Task::kClassification, "classification"})
 MB_ENUM_TABLE(LossKind, {LossKind::kAuto, "auto"}, {LossKind::kMse, "mse"},
               {LossKind::kHuber, "huber"}, {LossKind::kCrossEntropy, "cross_entropy"})
@@ -170,23 +168,33 @@ struct Codec<std::string> {
   static YAML::Node encode(const std::string& value) { return YAML::Node(value); }
 };
 
+// The index of `text` in `names`; else a ConfigError that names the choices and the closest.
+std::size_t pickName(const std::string& key, const YAML::Node& node,
+                     const std::vector<std::string>& names) {
+  const std::string choices = str::join(names, "|");
+  const std::string& text = scalarText(key, node, "one of " + choices);
+  std::string best;
+  std::size_t bestDistance = std::numeric_limits<std::size_t>::max();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (text == names[i]) return i;
+    std::size_t distance = str::editDistance(text, names[i]);
+    if (distance < bestDistance) {
+      bestDistance = distance;
+      best = names[i];
+    }
+  }
+  badValue(key, node, "one of " + choices,
+           bestDistance <= 3 ? "did you mean " + best + "?" : std::string());
+}
+
 template <class E>
 struct Codec<E, std::enable_if_t<std::is_enum_v<E>>> {
   static std::string type() { return enumChoices<E>(); }
   static E decode(const std::string& key, const YAML::Node& node) {
-    const std::string& text = scalarText(key, node, "one of " + enumChoices<E>());
-    std::string best;
-    std::size_t bestDistance = std::numeric_limits<std::size_t>::max();
-    for (const auto& [value, name] : enumTable<E>()) {
-      if (text == name) return value;
-      std::size_t distance = str::editDistance(text, name);
-      if (distance < bestDistance) {
-        bestDistance = distance;
-        best = name;
-      }
-    }
-    badValue(key, node, "one of " + enumChoices<E>(),
-             bestDistance <= 3 ? "did you mean " + best + "?" : std::string());
+    std::vector<std::string> names;
+    for (const auto& entry : enumTable<E>())
+      names.push_back(entry.second);
+    return enumTable<E>()[pickName(key, node, names)].first;
   }
   static YAML::Node encode(E value) { return YAML::Node(enumName(value)); }
 };
@@ -254,6 +262,24 @@ ConfigField makeField(std::string key, Access access, std::string help,
   makeField(                       \
       key, [](Config & c) -> auto& { return c.member; }, __VA_ARGS__)
 
+// A string field whose values are the names a registry lists (data.layout, model.kind), so a
+// new layout or model is one registry entry, not an edit here.
+template <class Access>
+ConfigField makeChoiceField(std::string key, Access access, std::vector<std::string> (*names)(),
+                            std::string help, std::vector<std::string> aliases = {}) {
+  ConfigField field = makeField(key, access, std::move(help), std::move(aliases));
+  field.type = str::join(names(), "|");
+  field.assign = [key, access, names](Config& config, const YAML::Node& value) {
+    std::vector<std::string> choices = names();
+    access(config) = choices[pickName(key, value, choices)];
+  };
+  return field;
+}
+
+#define MB_CHOICE_FIELD(key, member, names, ...) \
+  makeChoiceField(                               \
+      key, [](Config & c) -> auto& { return c.member; }, names, __VA_ARGS__)
+
 std::vector<ConfigField> buildFields() {
   return {
       // run
@@ -272,7 +298,8 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("run.progress", run.progress, "auto (bar on a TTY), bar, or lines"),
       // data
       MB_FIELD("data.path", data.path, "HDF5 data file", {"file", "dataset", "data_path"}),
-      MB_FIELD("data.layout", data.layout, "samples, series, or tokens (docs/data-format.md)"),
+      MB_CHOICE_FIELD("data.layout", data.layout, data::layoutNames,
+                      "what a sample is in the file (docs/data-format.md)"),
       MB_FIELD("data.residency", data.residency,
                "where the rank's shard lives: auto, device, host, stream",
                {"resident", "placement"}),
@@ -312,7 +339,8 @@ std::vector<ConfigField> buildFields() {
                "stream residency: items per chunk of each shard (sets the chunk-major order)",
                {"stream_chunk_shards", "chunk_items"}),
       // model
-      MB_FIELD("model.kind", model.kind, "lstm, gpt, or mlp", {"type", "arch", "name"}),
+      MB_CHOICE_FIELD("model.kind", model.kind, model::modelKindNames, "the model (docs/models.md)",
+                      {"type", "arch", "name"}),
       MB_FIELD("model.task", model.task, "regression or classification (lstm, mlp)"),
       MB_FIELD("model.loss", model.loss, "auto, mse, huber, or cross_entropy", {"criterion"}),
       MB_FIELD("model.huber_delta", model.huberDelta, "Huber loss delta"),
@@ -446,9 +474,6 @@ std::string suggestConfigKey(const std::string& unknownKey) {
   return bestScore <= 0.6 ? best : std::string();
 }
 
-std::string toString(Layout value) {
-  return enumName(value);
-}
 std::string toString(Residency value) {
   return enumName(value);
 }
@@ -459,9 +484,6 @@ std::string toString(DeviceKind value) {
   return enumName(value);
 }
 std::string toString(HostSync value) {
-  return enumName(value);
-}
-std::string toString(ModelKind value) {
   return enumName(value);
 }
 std::string toString(Task value) {

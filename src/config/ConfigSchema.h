@@ -34,12 +34,10 @@ bool isConfigSection(const std::string& key);
 std::string suggestConfigKey(const std::string& unknownKey);
 
 // Names of enum values as written in YAML ("adamw", "bf16", ...).
-std::string toString(Layout value);
 std::string toString(Residency value);
 std::string toString(DType value);
 std::string toString(DeviceKind value);
 std::string toString(HostSync value);
-std::string toString(ModelKind value);
 std::string toString(Task value);
 std::string toString(LossKind value);
 std::string toString(OptimizerKind value);

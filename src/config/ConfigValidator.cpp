@@ -1,5 +1,6 @@
 #include "config/ConfigValidator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <optional>
@@ -8,6 +9,8 @@
 
 #include "common/Error.h"
 #include "common/Strings.h"
+#include "data/LayoutRegistry.h"
+#include "model/ModelRegistry.h"
 
 namespace mb {
 namespace {
@@ -80,38 +83,30 @@ Problem somethingToTrain(const Config& c) {
   return std::nullopt;
 }
 
-Problem seriesNeedsStreams(const Config& c) {
-  if (c.data.layout == Layout::kSeries && c.data.streams.empty())
-    return "data.layout = series needs data.streams, e.g. [{name: m1, window: 480}]";
-  return std::nullopt;
+// The layout's and the model's own rules, and whether the model trains on the layout.
+Problem layoutRules(const Config& c) {
+  const data::LayoutKind* layout = data::findLayoutKind(c.data.layout);
+  if (layout == nullptr)
+    return "data.layout = '" + c.data.layout + "' is not one of " +
+           str::join(data::layoutNames(), "|");
+  return layout->checkConfig ? layout->checkConfig(c) : std::nullopt;
 }
 
-Problem streamsAreWellFormed(const Config& c) {
-  std::set<std::string> seen;
-  for (std::size_t i = 0; i < c.data.streams.size(); ++i) {
-    const auto& spec = c.data.streams[i];
-    std::string key = "data.streams[" + std::to_string(i) + "]";
-    if (spec.name.empty()) return key + ".name is empty";
-    if (spec.window < 1) return key + ".window = " + show(spec.window) + " must be >= 1";
-    if (!seen.insert(spec.name).second) return key + ".name '" + spec.name + "' appears twice";
-  }
-  return std::nullopt;
+Problem modelRules(const Config& c) {
+  const model::ModelKind* kind = model::findModelKind(c.model.kind);
+  if (kind == nullptr)
+    return "model.kind = '" + c.model.kind + "' is not one of " +
+           str::join(model::modelKindNames(), "|");
+  const auto& layouts = kind->layouts;
+  if (std::find(layouts.begin(), layouts.end(), c.data.layout) == layouts.end())
+    return "model.kind = " + kind->name + " needs data.layout = " + str::join(layouts, " or ") +
+           " (got " + c.data.layout + ")";
+  return kind->checkConfig ? kind->checkConfig(c) : std::nullopt;
 }
 
-Problem gptNeedsTokens(const Config& c) {
-  if (c.model.kind == ModelKind::kGpt && c.data.layout != Layout::kTokens)
-    return "model.kind = gpt needs data.layout = tokens (got " +
-           std::string(c.data.layout == Layout::kSeries ? "series" : "samples") + ")";
-  if (c.model.kind != ModelKind::kGpt && c.data.layout == Layout::kTokens)
-    return "data.layout = tokens is for model.kind = gpt";
-  return std::nullopt;
-}
-
-Problem headsDivideWidth(const Config& c) {
-  if (c.model.kind == ModelKind::kGpt && c.model.heads > 0 && c.model.hidden % c.model.heads != 0)
-    return "model.hidden = " + show(c.model.hidden) +
-           " must be divisible by model.heads = " + show(c.model.heads);
-  return std::nullopt;
+bool isLanguageModel(const Config& c) {
+  const model::ModelKind* kind = model::findModelKind(c.model.kind);
+  return kind != nullptr && kind->languageModel;
 }
 
 Problem lossMatchesTask(const Config& c) {
@@ -119,14 +114,20 @@ Problem lossMatchesTask(const Config& c) {
   if (classification && (c.model.loss == LossKind::kMse || c.model.loss == LossKind::kHuber))
     return "model.loss = " + std::string(c.model.loss == LossKind::kMse ? "mse" : "huber") +
            " does not fit model.task = classification (use cross_entropy)";
-  if (!classification && c.model.loss == LossKind::kCrossEntropy && c.model.kind != ModelKind::kGpt)
+  if (!classification && c.model.loss == LossKind::kCrossEntropy && !isLanguageModel(c))
     return "model.loss = cross_entropy needs model.task = classification";
   return std::nullopt;
 }
 
-Problem statefulIsLstm(const Config& c) {
-  if (c.model.stateful && c.model.kind != ModelKind::kLstm)
-    return "model.stateful = true is only for model.kind = lstm";
+Problem statefulModelCarriesState(const Config& c) {
+  const model::ModelKind* kind = model::findModelKind(c.model.kind);
+  if (c.model.stateful && kind != nullptr && !kind->carriesState) {
+    std::vector<std::string> stateful;
+    for (const auto& k : model::modelKinds()) {
+      if (k.carriesState) stateful.push_back(k.name);
+    }
+    return "model.stateful = true is only for model.kind = " + str::join(stateful, " or ");
+  }
   if (c.model.stateful && c.data.shuffle)
     return "model.stateful = true carries hidden state along time: set data.shuffle = false";
   return std::nullopt;
@@ -201,8 +202,7 @@ std::vector<Rule> buildRules() {
       openRange("data.memory_fraction", MB_GET(data.memoryFraction), 0.0, 1.0 + 1e-12),
       minimum("data.memory_budget_mb", MB_GET(data.memoryBudgetMb), 0),
       minimum("data.stream_chunk_items", MB_GET(data.streamChunkItems), 1),
-      seriesNeedsStreams,
-      streamsAreWellFormed,
+      layoutRules,
       minimum("model.hidden", MB_GET(model.hidden), 1),
       minimum("model.layers", MB_GET(model.layers), 1),
       minimum("model.heads", MB_GET(model.heads), 1),
@@ -213,10 +213,9 @@ std::vector<Rule> buildRules() {
       minimum("model.lanes", MB_GET(model.lanes), 0),
       minimum("model.lane_stride", MB_GET(model.laneStride), 1),
       minimum("model.vocab_size", MB_GET(model.vocabSize), 0),
-      gptNeedsTokens,
-      headsDivideWidth,
+      modelRules,
       lossMatchesTask,
-      statefulIsLstm,
+      statefulModelCarriesState,
       statefulLanesFillTheBatch,
       minimum("train.global_batch", MB_GET(train.globalBatch), 1),
       minimum("train.micro_batch", MB_GET(train.microBatch), 0),

@@ -27,9 +27,10 @@ void place(at::Tensor& out, const at::Tensor& part, const at::Tensor& positions,
 
 }  // namespace
 
-ChunkStreamer::ChunkStreamer(FileSchema schema, SampleRange trainSplit, DType residentDtype,
-                             c10::Device device, const GlobalOrder& order, ShardRange shards)
-    : schema_(std::move(schema)),
+ChunkStreamer::ChunkStreamer(std::shared_ptr<const Layout> layout, SampleRange trainSplit,
+                             DType residentDtype, c10::Device device, const GlobalOrder& order,
+                             ShardRange shards)
+    : layout_(std::move(layout)),
       trainSplit_(trainSplit),
       residentDtype_(residentDtype),
       device_(device),
@@ -45,12 +46,12 @@ ChunkStreamer::ChunkStreamer(FileSchema schema, SampleRange trainSplit, DType re
     }
   }
   // Shapes for empty shares: a store of no samples holds tensors of no rows.
-  StorePlan none =
-      planStore(schema_, {0, 0}, residentDtype, [](std::size_t, std::int64_t) { return 0; });
+  IndexReader noFile(-1, layout_->path());  // an empty plan reads no index rows
+  StorePlan none = layout_->planStore({0, 0}, residentDtype, noFile);
   std::vector<at::Tensor> tensors;
   for (const auto& read : none.reads)
     tensors.push_back(at::empty(read.shape, at::TensorOptions().dtype(read.type).device(device)));
-  empty_ = Store(schema_, none, std::move(tensors));
+  empty_ = Store(layout_, none, std::move(tensors));
   thread_ = std::thread([this] { loaderLoop(); });
 }
 
@@ -150,7 +151,7 @@ void ChunkStreamer::loaderLoop() {
     } catch (const Error& e) {
       failure = e;
     } catch (const std::exception& e) {
-      failure = RuntimeError(schema_.path + ": streaming a chunk failed: " + e.what());
+      failure = RuntimeError(layout_->path() + ": streaming a chunk failed: " + e.what());
     }
     lock.lock();
     if (generation != generation_) continue;  // the epoch restarted meanwhile
@@ -170,11 +171,10 @@ std::shared_ptr<Store> ChunkStreamer::loadChunk(const Chunk& chunk) {
   {
     std::lock_guard<std::recursive_mutex> h5lock(h5::libraryMutex());
     if (!file_.valid()) {
-      file_ = h5::openFile(schema_.path, false, ExitCode::kData);
-      index_ = std::make_unique<SampleIndex>(file_.get(), schema_);
+      file_ = h5::openFile(layout_->path(), false, ExitCode::kData);
+      index_ = std::make_unique<IndexReader>(file_.get(), layout_->path());
     }
-    plan = planStore(schema_, chunk.samples, residentDtype_,
-                     [&](std::size_t s, std::int64_t i) { return index_->end(s, i); });
+    plan = layout_->planStore(chunk.samples, residentDtype_, *index_);
     RowReader reader(file_.get(), H5P_DEFAULT, /*collective=*/false);
     for (const auto& read : plan.reads) {
       at::Tensor t =
@@ -184,12 +184,12 @@ std::shared_ptr<Store> ChunkStreamer::loadChunk(const Chunk& chunk) {
     }
     reader.throwIfFailed();
   }
-  checkValues(schema_, plan, tensors);
+  layout_->checkValues(plan, tensors);
   if (!device_.is_cpu()) {
     for (auto& t : tensors)
       t = t.to(device_);  // blocking: the chunk is complete when handed over
   }
-  return std::make_shared<Store>(schema_, plan, std::move(tensors));
+  return std::make_shared<Store>(layout_, plan, std::move(tensors));
 }
 
 Batch ChunkStreamer::gather(std::int64_t batch, std::int64_t begin, std::int64_t end,

@@ -28,15 +28,15 @@
 #include "common/Hdf5.h"
 #include "data/Batch.h"
 #include "data/GlobalOrder.h"
-#include "data/Schema.h"
+#include "data/Layout.h"
 #include "data/Store.h"
 
 namespace mb::data {
 
 class ChunkStreamer {
  public:
-  ChunkStreamer(FileSchema schema, SampleRange trainSplit, DType residentDtype, c10::Device device,
-                const GlobalOrder& order, ShardRange shards);
+  ChunkStreamer(std::shared_ptr<const Layout> layout, SampleRange trainSplit, DType residentDtype,
+                c10::Device device, const GlobalOrder& order, ShardRange shards);
   ~ChunkStreamer();
   ChunkStreamer(const ChunkStreamer&) = delete;
   ChunkStreamer& operator=(const ChunkStreamer&) = delete;
@@ -60,7 +60,7 @@ class ChunkStreamer {
   std::shared_ptr<Store> loadChunk(const Chunk& chunk);
   std::int64_t chunkOf(std::int64_t item) const;
 
-  FileSchema schema_;
+  std::shared_ptr<const Layout> layout_;
   SampleRange trainSplit_;
   DType residentDtype_;
   c10::Device device_;
@@ -90,7 +90,7 @@ class ChunkStreamer {
 
   // Loader thread only (and the destructor, after join).
   h5::Handle file_;
-  std::unique_ptr<SampleIndex> index_;
+  std::unique_ptr<IndexReader> index_;
   std::thread thread_;
 };
 

@@ -22,7 +22,7 @@ const char* toString(Split split) {
 std::string modelSpecToYaml(const DataInfo& info) {
   YAML::Emitter out;
   out << YAML::BeginMap;
-  out << YAML::Key << "layout" << YAML::Value << toString(info.layout);
+  out << YAML::Key << "layout" << YAML::Value << info.layout;
   out << YAML::Key << "inputs" << YAML::Value << YAML::BeginSeq;
   for (const auto& input : info.inputs) {
     out << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << input.name
@@ -43,10 +43,7 @@ DataInfo modelSpecFromYaml(const std::string& text) {
   try {
     YAML::Node root = YAML::Load(text);
     DataInfo info;
-    std::string layout = root["layout"].as<std::string>();
-    info.layout = layout == "series"   ? Layout::kSeries
-                  : layout == "tokens" ? Layout::kTokens
-                                       : Layout::kSamples;
+    info.layout = root["layout"].as<std::string>();
     for (const auto& input : root["inputs"]) {
       info.inputs.push_back({input["name"].as<std::string>(), input["window"].as<std::int64_t>(),
                              input["features"].as<std::int64_t>()});

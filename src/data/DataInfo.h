@@ -27,7 +27,7 @@ struct InputSpec {
 };
 
 struct DataInfo {
-  Layout layout = Layout::kSamples;
+  std::string layout;  // data.layout
   std::string path;
   std::int64_t numSamples = 0;          // N over all splits
   std::array<SampleRange, 3> splits{};  // indexed by Split, after the embargo gaps
@@ -37,6 +37,7 @@ struct DataInfo {
   bool integerTargets = false;       // classification labels or tokens
   std::int64_t numClasses = 0;       // classification: max label + 1
   std::int64_t vocabSize = 0;        // tokens
+  bool countsTokens = false;         // token inputs: throughput is also reported in tokens/s
   std::int64_t canonicalShards = 0;  // V
   bool hasTimestamps = false;
   std::string fingerprint;  // identifies the file's content for checkpoints

@@ -11,15 +11,14 @@
 #include "common/Error.h"
 #include "common/Hdf5.h"
 #include "common/Strings.h"
+#include "data/LayoutRegistry.h"
+#include "data/Schema.h"
 #include "data/Tools.h"
 
 namespace mb::data {
 namespace {
 
-struct Entry {
-  std::string path;
-  h5::DatasetInfo info;
-};
+using Entry = ListedDataset;
 
 // Every dataset below `group`. A group reached twice (hard-linked elsewhere, or into itself)
 // is listed once: `seen` holds h5::objectKey of the groups walked.
@@ -39,16 +38,9 @@ void collect(hid_t file, const std::string& group, std::vector<Entry>& out,
   }
 }
 
-std::string shapeText(const std::vector<std::int64_t>& dims) {
-  std::vector<std::string> parts;
-  for (auto d : dims)
-    parts.push_back(std::to_string(d));
-  return "[" + str::join(parts, ", ") + "]";
-}
-
 std::string storage(const h5::DatasetInfo& info) {
   if (info.chunkDims.empty()) return "contiguous";
-  std::string text = "chunks " + shapeText(info.chunkDims);
+  std::string text = "chunks " + schema::shapeText(info.chunkDims);
   if (info.gzip) text += " gzip";
   if (info.fletcher32) text += " fletcher32";
   return text;
@@ -106,49 +98,29 @@ std::vector<std::string> attributeLines(hid_t object, const std::string& prefix)
   return lines;
 }
 
+// The first layout that recognises the file (by its default dataset names), then the time
+// range when /timestamps is there.
 std::string layoutSummary(hid_t file, const std::vector<Entry>& entries) {
-  std::ostringstream text;
-  auto find = [&](const std::string& path) -> const Entry* {
-    for (const auto& e : entries) {
-      if (e.path == path) return &e;
+  std::string text;
+  std::vector<std::string> markers;
+  for (const auto& kind : layoutKinds()) {
+    markers.push_back(kind.marker);
+    if (!kind.inspect) continue;
+    if (auto summary = kind.inspect(file, entries)) {
+      text = *summary;
+      break;
     }
-    return nullptr;
-  };
-  if (const Entry* tokens = find("tokens")) {
-    text << "layout: tokens, " << tokens->info.rows() << " tokens (" << tokens->info.typeName()
-         << ")";
-    h5::Handle dataset = h5::openDataset(file, "tokens", ExitCode::kData);
-    if (h5::hasAttribute(dataset.get(), "vocab_size"))
-      text << ", vocab_size " << h5::readIntAttribute(dataset.get(), "vocab_size", ExitCode::kData);
-    std::int64_t t = tokens->info.rows();
-    text << "\nsamples: (tokens - 1) / context, e.g. " << (t - 1) / 128 << " at context 128";
-  } else if (h5::isGroup(file, "series")) {
-    text << "layout: series, streams:";
-    h5::Handle group = h5::openGroup(file, "series", ExitCode::kData);
-    for (const auto& name : h5::listGroup(group.get())) {
-      if (const Entry* values = find("series/" + name + "/values"))
-        text << " " << name << " " << shapeText(values->info.dims);
-    }
-    for (const auto& e : entries) {
-      if (str::startsWith(e.path, "samples/end/")) {
-        text << "\nsamples: " << e.info.rows() << " (rows of /" << e.path << ")";
-        break;
-      }
-    }
-  } else if (const Entry* features = find("features")) {
-    text << "layout: samples, features " << shapeText(features->info.dims) << " "
-         << features->info.typeName() << "\nsamples: " << features->info.rows();
-  } else {
-    text
-        << "layout: none recognised (no /tokens, /series, or /features; names may be remapped with "
-           "data.names.* in a config)";
   }
-  if (const Entry* times = find("timestamps")) {
-    if (times->info.rows() > 0 && times->info.typeClass == H5T_INTEGER)
-      text << "\ntime range: " << timeText(valueAt(file, "timestamps", 0)) << " .. "
-           << timeText(valueAt(file, "timestamps", times->info.rows() - 1)) << " (/timestamps)";
+  if (text.empty())
+    text = "layout: none recognised (no " + str::join(markers, ", ") +
+           "; names may be remapped with data.names.* in a config)";
+  for (const auto& e : entries) {
+    if (e.path != "timestamps") continue;
+    if (e.info.rows() > 0 && e.info.typeClass == H5T_INTEGER)
+      text += "\ntime range: " + timeText(valueAt(file, "timestamps", 0)) + " .. " +
+              timeText(valueAt(file, "timestamps", e.info.rows() - 1)) + " (/timestamps)";
   }
-  return text.str();
+  return text;
 }
 
 }  // namespace
@@ -175,8 +147,8 @@ std::string describeDataFile(const std::string& path) {
   for (const auto& e : entries) {
     char line[512];
     std::snprintf(line, sizeof(line), "  %-*s %-20s %-9s %s\n", static_cast<int>(width),
-                  ("/" + e.path).c_str(), shapeText(e.info.dims).c_str(), e.info.typeName().c_str(),
-                  storage(e.info).c_str());
+                  ("/" + e.path).c_str(), schema::shapeText(e.info.dims).c_str(),
+                  e.info.typeName().c_str(), storage(e.info).c_str());
     text << line;
   }
   std::vector<std::string> attributes = attributeLines(file.get(), "");

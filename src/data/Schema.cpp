@@ -1,9 +1,6 @@
 #include "data/Schema.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <limits>
-#include <sstream>
 
 #include <ATen/Functions.h>
 
@@ -13,8 +10,26 @@
 namespace mb::data {
 namespace {
 
-constexpr const char* kFormatHint = "see docs/data-format.md for what each layout needs";
 constexpr std::int64_t kScanRows = 1 << 20;  // rows per read when scanning an index array
+
+// Scans rows [begin, end) of an integer [N] dataset in pieces; `visit(row, values, n)` gets
+// each piece as int64.
+template <class Visit>
+void scanRows(hid_t file, const DatasetMeta& d, std::int64_t begin, std::int64_t end, Visit visit) {
+  h5::Handle dataset = h5::openDataset(file, d.path, ExitCode::kData);
+  for (std::int64_t row = begin; row < end; row += kScanRows) {
+    std::int64_t stop = std::min(end, row + kScanRows);
+    at::Tensor piece = h5::readRows(dataset.get(), row, stop, at::kLong, ExitCode::kData,
+                                    schema::where(h5::fileNameOf(file), d.path));
+    visit(row, piece.data_ptr<std::int64_t>(), stop - row);
+  }
+}
+
+}  // namespace
+
+namespace schema {
+
+const char* const kFormatHint = "see docs/data-format.md for what each layout needs";
 
 std::string stripSlash(const std::string& path) {
   std::string out = path;
@@ -36,7 +51,6 @@ std::string where(const std::string& file, const std::string& dataset) {
   return file + ": dataset /" + dataset;
 }
 
-// What the group holding `path` contains, for "missing" messages.
 std::string siblings(hid_t file, const std::string& path) {
   auto slash = path.rfind('/');
   std::string parent = slash == std::string::npos ? "" : path.substr(0, slash);
@@ -127,92 +141,9 @@ void readTimestamps(FileSchema& s, hid_t file, const Config& config, const Datas
   requireRows(s.path, s.timestamps, s.numSamples, reference);
 }
 
-void readSamples(FileSchema& s, hid_t file, const Config& config) {
-  s.features = require(file, s.path, config.data.names.features, "features");
-  requireRank(s.path, s.features, 2, 3, "[N, T, F] or [N, F]");
-  requireNumeric(s.path, s.features);
-  s.numSamples = s.features.info.rows();
-  readTargets(s, file, config, s.features);
-  readTimestamps(s, file, config, s.features);
-}
-
-void readSeries(FileSchema& s, hid_t file, const Config& config) {
-  std::string group = stripSlash(config.data.names.series);
-  if (!h5::isGroup(file, group))
-    throw DataError(
-        s.path + ": group /" + group + " (the series streams) is missing" + siblings(file, group),
-        std::string(kFormatHint) + "; data.names.series remaps it");
-  std::string endsGroup = stripSlash(config.data.names.sampleEnds);
-  for (const auto& spec : config.data.streams) {
-    StreamMeta stream;
-    stream.name = spec.name;
-    stream.window = spec.window;
-    std::string valuesPath = group + "/" + spec.name + "/values";
-    if (!h5::exists(file, group + "/" + spec.name))
-      throw DataError(s.path + ": stream '" + spec.name + "' of data.streams has no group /" +
-                          group + "/" + spec.name + siblings(file, group + "/" + spec.name),
-                      "data.streams names must match the groups under /" + group);
-    stream.values = require(file, s.path, valuesPath, "values of stream " + spec.name);
-    requireRank(s.path, stream.values, 2, 2, "[T, F] (rows of stream " + spec.name + ")");
-    requireNumeric(s.path, stream.values);
-    stream.ends = require(file, s.path, endsGroup + "/" + spec.name,
-                          "window end rows of stream " + spec.name);
-    requireRank(s.path, stream.ends, 1, 1, "[N]");
-    requireInteger(s.path, stream.ends, "row indices");
-    if (s.streams.empty()) {
-      s.numSamples = stream.ends.info.rows();
-    } else {
-      requireRows(s.path, stream.ends, s.numSamples, s.streams.front().ends);
-    }
-    s.streams.push_back(stream);
-  }
-  readTargets(s, file, config, s.streams.front().ends);
-  readTimestamps(s, file, config, s.streams.front().ends);
-}
-
-void readTokens(FileSchema& s, hid_t file, const Config& config) {
-  s.tokens = require(file, s.path, config.data.names.tokens, "tokens");
-  requireRank(s.path, s.tokens, 1, 1, "[T]");
-  requireInteger(s.path, s.tokens, "token ids: uint8, uint16, or int32");
-  h5::Handle dataset = h5::openDataset(file, s.tokens.path, ExitCode::kData);
-  if (h5::hasAttribute(dataset.get(), "vocab_size")) {
-    s.vocabSize = h5::readIntAttribute(dataset.get(), "vocab_size", ExitCode::kData);
-  } else if (h5::hasAttribute(file, "vocab_size")) {
-    s.vocabSize = h5::readIntAttribute(file, "vocab_size", ExitCode::kData);
-  } else {
-    throw DataError(where(s.path, s.tokens.path) + ": attribute vocab_size is missing",
-                    "set it with h5py: f['tokens'].attrs['vocab_size'] = 256");
-  }
-  if (s.vocabSize < 1 || s.vocabSize > (std::int64_t{1} << 31))
-    throw DataError(where(s.path, s.tokens.path) + ": vocab_size = " + std::to_string(s.vocabSize) +
-                    " must be in [1, 2^31]");
-  s.context = config.data.context;
-  std::int64_t length = s.tokens.info.rows();
-  if (length < s.context + 1)
-    throw DataError(
-        where(s.path, s.tokens.path) + ": " + std::to_string(length) +
-            " tokens, but one sample needs data.context + 1 = " + std::to_string(s.context + 1),
-        "use a smaller data.context or more text");
-  s.numSamples = (length - 1) / s.context;
-}
-
-// Scans rows [begin, end) of an integer [N] dataset in pieces; `visit(row, values)` gets each
-// piece as int64.
-template <class Visit>
-void scanRows(hid_t file, const DatasetMeta& d, std::int64_t begin, std::int64_t end, Visit visit) {
-  h5::Handle dataset = h5::openDataset(file, d.path, ExitCode::kData);
-  for (std::int64_t row = begin; row < end; row += kScanRows) {
-    std::int64_t stop = std::min(end, row + kScanRows);
-    at::Tensor piece = h5::readRows(dataset.get(), row, stop, at::kLong, ExitCode::kData,
-                                    where(h5::fileNameOf(file), d.path));
-    visit(row, piece.data_ptr<std::int64_t>(), stop - row);
-  }
-}
-
 void checkNonDecreasing(hid_t file, const std::string& fileName, const DatasetMeta& d,
                         std::int64_t begin, std::int64_t end, const std::string& what,
-                        std::int64_t low = std::numeric_limits<std::int64_t>::min(),
-                        std::int64_t high = std::numeric_limits<std::int64_t>::max()) {
+                        std::int64_t low, std::int64_t high) {
   bool havePrevious = false;
   std::int64_t previous = 0;
   scanRows(file, d, begin, end, [&](std::int64_t row, const std::int64_t* v, std::int64_t n) {
@@ -233,7 +164,27 @@ void checkNonDecreasing(hid_t file, const std::string& fileName, const DatasetMe
   });
 }
 
-// Up to 8 evenly spaced rows of a dataset, hashed in their natural dtype.
+}  // namespace schema
+
+std::string describeDataset(const FileSchema& s, const DatasetMeta& dataset) {
+  return schema::where(s.path, dataset.path);
+}
+
+IndexReader::IndexReader(hid_t file, std::string fileName)
+    : file_(file), fileName_(std::move(fileName)) {}
+
+std::int64_t IndexReader::at(const DatasetMeta& d, std::int64_t row) {
+  auto key = std::make_pair(d.path, row);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  h5::Handle dataset = h5::openDataset(file_, d.path, ExitCode::kData);
+  at::Tensor value = h5::readRows(dataset.get(), row, row + 1, at::kLong, ExitCode::kData,
+                                  schema::where(fileName_, d.path));
+  std::int64_t v = value.data_ptr<std::int64_t>()[0];
+  cache_.emplace(key, v);
+  return v;
+}
+
 std::uint64_t hashSampleRows(hid_t file, const DatasetMeta& d, std::uint64_t seed) {
   h5::Handle dataset = h5::openDataset(file, d.path, ExitCode::kData);
   std::int64_t rows = d.info.rows();
@@ -246,146 +197,6 @@ std::uint64_t hashSampleRows(hid_t file, const DatasetMeta& d, std::uint64_t see
     hash = hashBytes(piece.data_ptr(), piece.numel() * piece.element_size(), hash);
   }
   return hash;
-}
-
-std::string hex(std::uint64_t value) {
-  char buffer[17];
-  std::snprintf(buffer, sizeof(buffer), "%016llx", static_cast<unsigned long long>(value));
-  return buffer;
-}
-
-}  // namespace
-
-std::string describeDataset(const FileSchema& schema, const DatasetMeta& dataset) {
-  return where(schema.path, dataset.path);
-}
-
-FileSchema readSchema(hid_t file, const std::string& path, const Config& config) {
-  FileSchema s;
-  s.path = path;
-  s.layout = config.data.layout;
-  s.classification = config.model.task == Task::kClassification && s.layout != Layout::kTokens;
-  switch (s.layout) {
-    case Layout::kSamples:
-      readSamples(s, file, config);
-      break;
-    case Layout::kSeries:
-      readSeries(s, file, config);
-      break;
-    case Layout::kTokens:
-      readTokens(s, file, config);
-      break;
-  }
-  if (s.numSamples < 1) throw DataError(path + ": the file has no samples (N = 0)", kFormatHint);
-  return s;
-}
-
-void checkIndexSlice(hid_t file, const FileSchema& s, int rank, int worldSize) {
-  std::int64_t n = s.numSamples;
-  std::int64_t begin = n * rank / worldSize;
-  std::int64_t end = std::min(n, n * (rank + 1) / worldSize + 1);
-  if (begin >= end) return;
-  if (s.timestamps.present())
-    checkNonDecreasing(file, s.path, s.timestamps, begin, end, "timestamps");
-  for (const auto& stream : s.streams) {
-    checkNonDecreasing(file, s.path, stream.ends, begin, end, "window end rows", 0,
-                       stream.values.info.rows() - 1);
-  }
-}
-
-SampleIndex::SampleIndex(hid_t file, const FileSchema& schema) : file_(file), schema_(schema) {}
-
-std::int64_t SampleIndex::cached(const std::string& path, std::int64_t row) {
-  auto key = std::make_pair(path, row);
-  auto it = cache_.find(key);
-  if (it != cache_.end()) return it->second;
-  h5::Handle dataset = h5::openDataset(file_, path, ExitCode::kData);
-  at::Tensor value = h5::readRows(dataset.get(), row, row + 1, at::kLong, ExitCode::kData,
-                                  where(schema_.path, path));
-  std::int64_t v = value.data_ptr<std::int64_t>()[0];
-  cache_.emplace(key, v);
-  return v;
-}
-
-std::int64_t SampleIndex::end(std::size_t stream, std::int64_t sample) {
-  return cached(schema_.streams.at(stream).ends.path, sample);
-}
-
-std::int64_t SampleIndex::windowStart(std::size_t stream, std::int64_t sample) {
-  return end(stream, sample) - schema_.streams.at(stream).window + 1;
-}
-
-std::int64_t SampleIndex::firstComplete() {
-  std::int64_t first = 0;
-  for (std::size_t s = 0; s < schema_.streams.size(); ++s) {
-    // Ends are non-decreasing (checked), so "window starts at row >= 0" is monotone in i.
-    std::int64_t low = 0, high = schema_.numSamples;
-    while (low < high) {
-      std::int64_t mid = low + (high - low) / 2;
-      if (windowStart(s, mid) >= 0) {
-        high = mid;
-      } else {
-        low = mid + 1;
-      }
-    }
-    first = std::max(first, low);
-  }
-  return first;
-}
-
-std::int64_t SampleIndex::firstDisjoint(std::int64_t previous, std::int64_t cut) {
-  // Ends are non-decreasing, so "no stream's window reaches back to `previous`'s windows" is
-  // monotone in the sample index: binary search for its first true.
-  auto disjoint = [&](std::int64_t sample) {
-    for (std::size_t s = 0; s < schema_.streams.size(); ++s) {
-      if (windowStart(s, sample) <= end(s, previous)) return false;
-    }
-    return true;
-  };
-  std::int64_t low = std::max(cut, previous + 1), high = schema_.numSamples;
-  while (low < high) {
-    std::int64_t mid = low + (high - low) / 2;
-    if (disjoint(mid)) {
-      high = mid;
-    } else {
-      low = mid + 1;
-    }
-  }
-  return low;
-}
-
-std::int64_t SampleIndex::timestamp(std::int64_t sample) {
-  return cached(schema_.timestamps.path, sample);
-}
-
-std::string fingerprint(hid_t file, const FileSchema& s, SampleIndex& index) {
-  std::ostringstream text;
-  auto slash = s.path.rfind('/');
-  text << (slash == std::string::npos ? s.path : s.path.substr(slash + 1));
-  text << "|"
-       << (s.layout == Layout::kSamples  ? "samples"
-           : s.layout == Layout::kSeries ? "series"
-                                         : "tokens");
-  text << "|N=" << s.numSamples;
-  std::uint64_t hash = hashBytes("megabatch", 9);
-  auto add = [&](const DatasetMeta& d) {
-    if (!d.present()) return;
-    text << "|/" << d.path << shapeText(d.info.dims) << d.info.typeName();
-    hash = hashSampleRows(file, d, hash);
-  };
-  add(s.features);
-  add(s.tokens);
-  for (const auto& stream : s.streams) {
-    add(stream.values);
-    add(stream.ends);
-  }
-  add(s.targets);
-  add(s.timestamps);
-  if (s.timestamps.present())
-    text << "|t=" << index.timestamp(0) << ".." << index.timestamp(s.numSamples - 1);
-  if (s.layout == Layout::kTokens) text << "|vocab=" << s.vocabSize;
-  text << "|h=" << hex(hash);
-  return text.str();
 }
 
 std::uint64_t hashBytes(const void* data, std::size_t size, std::uint64_t seed) {

@@ -4,17 +4,21 @@
 // running both inside dist::agreed so a problem on one rank ends all ranks with its message
 // (exit code 3; the message names the file, the dataset, and the expected vs found value):
 //
-//  1. readSchema(): structure only. The datasets the layout needs exist, have the right
-//     number of dimensions, numeric dtypes (strings, bool enums, and compounds are refused),
-//     and agree on N. Nothing but metadata is read.
+//  1. Layout::open (each layout's file in src/data/layouts/): structure only. The datasets
+//     the layout needs exist, have the right number of dimensions, numeric dtypes (strings,
+//     bool enums, and compounds are refused), and agree on N. Nothing but metadata is read.
 //  2. checkIndexSlice(): the per-sample index arrays (timestamps, series end rows). Rank r
 //     of W scans samples [r*N/W, (r+1)*N/W] (one sample of overlap so that the slices join)
 //     for decreasing values and end rows outside their stream. Each rank reads ~N/W values.
 //
 // Values are checked later, on the rows each rank actually loads (non-finite features and
-// targets, negative labels, tokens >= vocab_size): see checkValues() in Store.h. Rows no
-// sample uses (before the first complete window, inside embargo gaps) are not checked.
+// targets, negative labels, tokens >= vocab_size): see Layout::checkValues. Rows no sample
+// uses (before the first complete window, inside embargo gaps) are not checked.
+//
+// This header holds what every layout shares: the dataset descriptions, the checks a layout's
+// open() is written with (namespace schema), and the cached index reader.
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -33,69 +37,76 @@ struct DatasetMeta {
   std::int64_t dim(std::size_t i) const { return info.dims.at(i); }
 };
 
-struct StreamMeta {
-  std::string name;         // "m5"
-  std::int64_t window = 0;  // rows per sample window (from the config)
-  DatasetMeta values;       // [T_g, F_g]
-  DatasetMeta ends;         // [N] integer: row of the last window row of each sample
-};
-
+// What every layout's file has in common. The layout-specific datasets live in the Layout.
 struct FileSchema {
   std::string path;
-  Layout layout = Layout::kSamples;
-  std::int64_t numSamples = 0;  // N; tokens: items of context+1 tokens
-  DatasetMeta features;         // samples: [N, T, F] or [N, F]
-  DatasetMeta targets;          // samples, series: [N] or [N, K]
+  std::string layout;           // data.layout
+  std::int64_t numSamples = 0;  // N
+  DatasetMeta targets;          // per-sample targets ([N] or [N, K]) where the layout has them
   DatasetMeta timestamps;       // optional [N] integer
-  DatasetMeta tokens;           // tokens: [T] integer
-  std::vector<StreamMeta> streams;
-  std::int64_t context = 0;     // tokens
-  std::int64_t vocabSize = 0;   // tokens
   bool classification = false;  // integer class labels (model.task = classification)
 };
 
 // "/path/f.h5: dataset /targets" for messages.
 std::string describeDataset(const FileSchema& schema, const DatasetMeta& dataset);
 
-// Pass 1 of Note [Schema validation]. Throws DataError.
-FileSchema readSchema(hid_t file, const std::string& path, const Config& config);
+// The checks pass 1 is written with. Each throws DataError naming the file and dataset, with
+// a hint at docs/data-format.md.
+namespace schema {
 
-// Pass 2 of Note [Schema validation] for this rank's slice. Throws DataError naming the first
-// bad sample index.
-void checkIndexSlice(hid_t file, const FileSchema& schema, int rank, int worldSize);
+extern const char* const kFormatHint;
 
-// Random access to single rows of the per-sample index arrays, cached; the binary searches
-// of planning read O(log N) of them.
-class SampleIndex {
+std::string stripSlash(const std::string& path);
+std::string shapeText(const std::vector<std::int64_t>& dims);
+std::string where(const std::string& file, const std::string& dataset);
+// " (found: /a, /b)": what the group holding `path` contains, for "missing" messages.
+std::string siblings(hid_t file, const std::string& path);
+
+// The dataset at `path` (`role` names it in messages); missing is an error.
+DatasetMeta require(hid_t file, const std::string& fileName, const std::string& path,
+                    const std::string& role);
+// As require(), but absent is fine (an empty DatasetMeta).
+DatasetMeta optional(hid_t file, const std::string& fileName, const std::string& path,
+                     const std::string& role);
+void requireRank(const std::string& fileName, const DatasetMeta& d, std::size_t low,
+                 std::size_t high, const std::string& expected);
+void requireNumeric(const std::string& fileName, const DatasetMeta& d);
+void requireInteger(const std::string& fileName, const DatasetMeta& d, const std::string& why);
+// `d` has n rows, as `reference` (named in the message) does.
+void requireRows(const std::string& fileName, const DatasetMeta& d, std::int64_t n,
+                 const DatasetMeta& reference);
+// /targets ([N] or [N, K]; [N] integer labels for classification) into s.targets.
+void readTargets(FileSchema& s, hid_t file, const Config& config, const DatasetMeta& reference);
+// Optional /timestamps [N] integer into s.timestamps.
+void readTimestamps(FileSchema& s, hid_t file, const Config& config, const DatasetMeta& reference);
+// Rows [begin, end) of the integer [N] dataset `d` never decrease and lie in [low, high];
+// `what` names the values in messages.
+void checkNonDecreasing(hid_t file, const std::string& fileName, const DatasetMeta& d,
+                        std::int64_t begin, std::int64_t end, const std::string& what,
+                        std::int64_t low = std::numeric_limits<std::int64_t>::min(),
+                        std::int64_t high = std::numeric_limits<std::int64_t>::max());
+
+}  // namespace schema
+
+// Random access to single rows of integer datasets (the per-sample index arrays), cached; the
+// binary searches of planning read O(log N) of them.
+class IndexReader {
  public:
-  SampleIndex(hid_t file, const FileSchema& schema);
-
-  // Series: the row of sample i's last window row in stream s.
-  std::int64_t end(std::size_t stream, std::int64_t sample);
-  // Series: the first row of sample i's window in stream s (end - window + 1).
-  std::int64_t windowStart(std::size_t stream, std::int64_t sample);
-  // Series: the first sample whose window starts at row >= 0 in every stream (0 otherwise).
-  std::int64_t firstComplete();
-  // Series: the first sample >= cut whose windows share no row with sample `previous`'s
-  // windows in any stream; numSamples if none.
-  std::int64_t firstDisjoint(std::int64_t previous, std::int64_t cut);
-  // The timestamp of sample i (requires schema.timestamps).
-  std::int64_t timestamp(std::int64_t sample);
+  IndexReader(hid_t file, std::string fileName);
+  // Row `row` of the integer dataset `d`, as int64.
+  std::int64_t at(const DatasetMeta& d, std::int64_t row);
 
  private:
-  std::int64_t cached(const std::string& path, std::int64_t row);
-
   hid_t file_;
-  const FileSchema& schema_;
+  std::string fileName_;
   std::map<std::pair<std::string, std::int64_t>, std::int64_t> cache_;
 };
-
-// Identifies the file's content: name, layout, shapes, dtypes, time range, and a hash of a
-// few evenly spaced rows of every dataset. Equal on every rank that sees the same file.
-std::string fingerprint(hid_t file, const FileSchema& schema, SampleIndex& index);
 
 // 64-bit FNV-1a, for fingerprints and the cross-rank same-file check.
 std::uint64_t hashBytes(const void* data, std::size_t size,
                         std::uint64_t seed = 14695981039346656037ULL);
+
+// Up to 8 evenly spaced rows of a dataset, hashed in their natural dtype.
+std::uint64_t hashSampleRows(hid_t file, const DatasetMeta& d, std::uint64_t seed);
 
 }  // namespace mb::data

@@ -16,11 +16,12 @@
 #include "common/Log.h"
 #include "common/Strings.h"
 #include "data/ChunkStreamer.h"
+#include "data/Layout.h"
+#include "data/LayoutRegistry.h"
 #include "data/MappedFile.h"
 #include "data/MemoryBudget.h"
 #include "data/Reader.h"
 #include "data/ResidentData.h"
-#include "data/Schema.h"
 #include "data/Splits.h"
 #include "data/Store.h"
 #include "dist/Agreement.h"
@@ -55,41 +56,6 @@ const char* residencyName(Residency residency) {
     default:
       return "auto";
   }
-}
-
-std::vector<InputSpec> inputSpecs(const FileSchema& s) {
-  std::vector<InputSpec> inputs;
-  switch (s.layout) {
-    case Layout::kSamples: {
-      const auto& dims = s.features.info.dims;
-      inputs.push_back({"features", dims.size() == 3 ? dims[1] : 0, dims.back()});
-      break;
-    }
-    case Layout::kSeries:
-      for (const auto& stream : s.streams)
-        inputs.push_back({stream.name, stream.window, stream.values.dim(1)});
-      break;
-    case Layout::kTokens:
-      inputs.push_back({"tokens", s.context, 0});
-      break;
-  }
-  return inputs;
-}
-
-// "One window" of Note [Splits and embargo].
-NextStart embargoRule(const FileSchema& s, const SplitConfig& split, SampleIndex& index) {
-  if (split.embargo >= 0) return fixedGap(split.embargo);
-  switch (s.layout) {
-    case Layout::kSeries:
-      return [&index](std::int64_t previous, std::int64_t cut) {
-        return index.firstDisjoint(previous, cut);
-      };
-    case Layout::kSamples:
-      return fixedGap(s.features.info.dims.size() == 3 ? s.features.dim(1) : 0);
-    case Layout::kTokens:
-      return fixedGap(1);
-  }
-  return fixedGap(0);
 }
 
 std::uint64_t hostHash(int deviceIndex) {
@@ -153,24 +119,25 @@ class Loader {
           "data.path is not set: the config names no data file",
           "add `data: {path: FILE.h5}` to the config, or the override data.path=FILE.h5");
     h5::Handle file = h5::openFile(config_.data.path, false, ExitCode::kData);
-    schema_ = readSchema(file.get(), config_.data.path, config_);
-    checkIndexSlice(file.get(), schema_, rank_, world_);
+    layout_ = openLayout(file.get(), config_.data.path, config_);
+    checkIndexSlice(file.get(), *layout_, rank_, world_);
     return file;
   }
 
   // Splits, order, and every rank's reads: the same on every rank once validation passed.
   void plan(hid_t file) {
-    SampleIndex index(file, schema_);
-    std::int64_t first = schema_.layout == Layout::kSeries ? index.firstComplete() : 0;
-    if (first >= schema_.numSamples) throw noCompleteWindow(index);
+    IndexReader index(file, schema().path);
+    std::int64_t first = layout_->firstUsableSample(index);
     if (first > 0 && rank_ == 0)
       log::get("data").warn(
-          "{}: skipping the first {} samples: their windows would start before row 0", schema_.path,
-          first);
-    auto splits = planSplits({first, schema_.numSamples}, config_.data.split,
-                             embargoRule(schema_, config_.data.split, index), schema_.path);
+          "{}: skipping the first {} samples: their windows would start before row 0",
+          schema().path, first);
+    const SplitConfig& split = config_.data.split;
+    NextStart embargo =
+        split.embargo >= 0 ? fixedGap(split.embargo) : layout_->oneWindowEmbargo(index);
+    auto splits = planSplits({first, schema().numSamples}, split, embargo, schema().path);
     fillInfo(splits);
-    info_.fingerprint = fingerprint(file, schema_, index);
+    info_.fingerprint = fingerprint(file, *layout_, index);
     checkShardCount();
     order_.emplace(info_.split(Split::kTrain).size(), config_.data.canonicalShards,
                    static_cast<std::uint64_t>(config_.train.seed), config_.train.globalBatch,
@@ -182,42 +149,20 @@ class Loader {
     logPlan(first);
   }
 
-  DataError noCompleteWindow(SampleIndex& index) {
-    std::string detail;
-    for (std::size_t s = 0; s < schema_.streams.size(); ++s) {
-      std::int64_t last = index.end(s, schema_.numSamples - 1);
-      if (last + 1 < schema_.streams[s].window)
-        detail = "stream " + schema_.streams[s].name + " has window " +
-                 std::to_string(schema_.streams[s].window) + " but the last sample ends at row " +
-                 std::to_string(last);
-    }
-    return DataError(
-        schema_.path + ": no sample has a complete window in every stream (" + detail + ")",
-        "shorten data.streams[].window or use a longer file");
-  }
-
   void fillInfo(const std::array<SampleRange, 3>& splits) {
-    info_.layout = schema_.layout;
-    info_.path = schema_.path;
-    info_.numSamples = schema_.numSamples;
+    info_.layout = schema().layout;
+    info_.path = schema().path;
+    info_.numSamples = schema().numSamples;
     info_.splits = splits;
-    info_.inputs = inputSpecs(schema_);
-    if (schema_.layout == Layout::kTokens) {
-      info_.targetShape = {schema_.context};
-    } else {
-      info_.targetShape.assign(schema_.targets.info.dims.begin() + 1,
-                               schema_.targets.info.dims.end());
-    }
-    info_.integerTargets = schema_.classification || schema_.layout == Layout::kTokens;
-    info_.vocabSize = schema_.vocabSize;
+    layout_->describe(info_);
     info_.canonicalShards = config_.data.canonicalShards;
-    info_.hasTimestamps = schema_.timestamps.present();
+    info_.hasTimestamps = schema().timestamps.present();
   }
 
   void checkShardCount() {
     std::int64_t trainSamples = info_.split(Split::kTrain).size();
     if (trainSamples < config_.data.canonicalShards)
-      throw DataError(schema_.path + ": the train split has " + std::to_string(trainSamples) +
+      throw DataError(schema().path + ": the train split has " + std::to_string(trainSamples) +
                           " samples, fewer than data.canonical_shards = " +
                           std::to_string(config_.data.canonicalShards) + " (every shard needs one)",
                       "lower data.canonical_shards or use more data");
@@ -245,22 +190,21 @@ class Loader {
                         "set data.residency = host or device");
     const std::int64_t shortest = info_.split(Split::kTrain).size() / shards;
     if (shortest < lanes)
-      throw DataError(schema_.path + ": the train split's shortest shard has " +
+      throw DataError(schema().path + ": the train split's shortest shard has " +
                           std::to_string(shortest) + " samples, fewer than its " +
                           std::to_string(lanes) + " lanes (model.stateful needs >= 1 per lane)",
                       "lower train.global_batch or data.canonical_shards, or use more data");
     return {lanes, config_.model.laneStride};
   }
 
-  void planStores(SampleIndex& index) {
-    EndRow endRow = [&index](std::size_t s, std::int64_t i) { return index.end(s, i); };
+  void planStores(IndexReader& index) {
     for (Split split : kSplits) {
       auto& plans = plans_[static_cast<int>(split)];
       for (int r = 0; r < world_; ++r) {
         SampleRange samples = split == Split::kTrain
                                   ? trainPart(info_.split(split), *order_, r, world_)
                                   : evalPart(info_.split(split), r, world_);
-        plans.push_back(planStore(schema_, samples, config_.data.residentDtype, endRow));
+        plans.push_back(layout_->planStore(samples, config_.data.residentDtype, index));
       }
     }
   }
@@ -273,12 +217,8 @@ class Loader {
     log::get("data").info(
         "{}: {} layout, {} samples (usable from {}); train [{}, {}) val [{}, {}) test [{}, {}); "
         "V = {} shards over {} ranks; residency {}",
-        schema_.path,
-        info_.layout == Layout::kSamples  ? "samples"
-        : info_.layout == Layout::kSeries ? "series"
-                                          : "tokens",
-        schema_.numSamples, first, t.begin, t.end, v.begin, v.end, e.begin, e.end,
-        info_.canonicalShards, world_, residencyName(residency_));
+        schema().path, info_.layout, schema().numSamples, first, t.begin, t.end, v.begin, v.end,
+        e.begin, e.end, info_.canonicalShards, world_, residencyName(residency_));
   }
 
   // A rank that read another file would plan other reads and break the collective reads.
@@ -297,6 +237,8 @@ class Loader {
       throw error;
     }
   }
+
+  const FileSchema& schema() const { return layout_->schema(); }
 
   const StorePlan& myPlan(Split split) const { return plans_[static_cast<int>(split)][rank_]; }
 
@@ -334,9 +276,8 @@ class Loader {
     std::int64_t chunkItems = std::min(items, std::max<std::int64_t>(1, order_->chunkItems()));
     std::int64_t perChunk = train.bytes() / items * chunkItems;
     for (const auto& read : train.reads) {
-      if (read.role == Role::kValues)
-        perChunk += read.bytes() / std::max<std::int64_t>(1, read.rows.size()) *
-                    schema_.streams[read.stream].window;
+      if (read.haloRows > 0)
+        perChunk += read.bytes() / std::max<std::int64_t>(1, read.rows.size()) * read.haloRows;
     }
     ShardRange shards = GlobalOrder::shardsOfRank(order_->numShards(), rank_, world_);
     return perChunk * ChunkStreamer::capacityBound(*order_, shards);
@@ -436,7 +377,7 @@ class Loader {
 
   void checkLoadedValues(const std::array<std::vector<at::Tensor>, 3>& tensors) {
     for (Split split : kSplits) {
-      if (readsSplit(split)) checkValues(schema_, myPlan(split), tensors[static_cast<int>(split)]);
+      if (readsSplit(split)) layout_->checkValues(myPlan(split), tensors[static_cast<int>(split)]);
     }
   }
 
@@ -445,14 +386,14 @@ class Loader {
     for (Split split : kSplits) {
       if (readsSplit(split))
         stores[static_cast<int>(split)] =
-            Store(schema_, myPlan(split), std::move(tensors[static_cast<int>(split)]));
+            Store(layout_, myPlan(split), std::move(tensors[static_cast<int>(split)]));
     }
-    if (schema_.classification) info_.numClasses = numClasses(stores);
+    if (schema().classification) info_.numClasses = numClasses(stores);
     ShardRange shards = GlobalOrder::shardsOfRank(order_->numShards(), rank_, world_);
     Store& val = stores[static_cast<int>(Split::kVal)];
     Store& test = stores[static_cast<int>(Split::kTest)];
     if (residency_ == Residency::kStream) {
-      auto streamer = std::make_unique<ChunkStreamer>(schema_, info_.split(Split::kTrain),
+      auto streamer = std::make_unique<ChunkStreamer>(layout_, info_.split(Split::kTrain),
                                                       config_.data.residentDtype, storeDevice_,
                                                       *order_, shards);
       return std::make_unique<detail::StreamingData>(info_, *order_, device_, shards,
@@ -474,7 +415,7 @@ class Loader {
     std::int64_t largest = all.item<std::int64_t>();
     std::int64_t configured = config_.model.numClasses;
     if (configured > 0 && largest >= configured) {
-      Error error = DataError(schema_.path + ": dataset /" + schema_.targets.path +
+      Error error = DataError(schema().path + ": dataset /" + schema().targets.path +
                                   ": class label " + std::to_string(largest) +
                                   " >= model.num_classes = " + std::to_string(configured),
                               "set model.num_classes = 0 to take it from the labels");
@@ -491,7 +432,7 @@ class Loader {
   int world_;
   Residency residency_;
   c10::Device storeDevice_;
-  FileSchema schema_;
+  std::shared_ptr<const Layout> layout_;  // set by validate()
   DataInfo info_;
   std::optional<GlobalOrder> order_;
   std::array<std::vector<StorePlan>, 3> plans_;                   // [split][rank]

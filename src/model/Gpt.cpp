@@ -1,6 +1,7 @@
 #include "model/Gpt.h"
 
 #include <cmath>
+#include <optional>
 
 #include <ATen/Functions.h>
 #include <ATen/core/Reduction.h>
@@ -214,6 +215,24 @@ GptOptions gptOptions(const ModelConfig& config, const data::DataInfo& info) {
     throw ConfigError("model.hidden = " + std::to_string(options.width) +
                       " must be divisible by model.heads = " + std::to_string(options.heads));
   return options;
+}
+
+ModelKind gptModelKind() {
+  ModelKind kind;
+  kind.name = "gpt";
+  kind.summary = "a decoder-only transformer (nanoGPT / GPT-2) over a token stream";
+  kind.layouts = {"tokens"};
+  kind.languageModel = true;
+  kind.build = [](const ModelConfig& config, const data::DataInfo& info) {
+    return std::make_shared<Gpt>(gptOptions(config, info));
+  };
+  kind.checkConfig = [](const Config& c) -> std::optional<std::string> {
+    if (c.model.heads > 0 && c.model.hidden % c.model.heads != 0)
+      return "model.hidden = " + std::to_string(c.model.hidden) +
+             " must be divisible by model.heads = " + std::to_string(c.model.heads);
+    return std::nullopt;
+  };
+  return kind;
 }
 
 }  // namespace mb::model

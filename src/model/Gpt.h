@@ -24,6 +24,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "model/Model.h"
+#include "model/ModelRegistry.h"
 
 namespace mb::model {
 
@@ -144,5 +145,8 @@ class Gpt : public Model {
 };
 
 GptOptions gptOptions(const ModelConfig& config, const data::DataInfo& info);
+
+// model.kind = gpt, for ModelRegistry.cpp.
+ModelKind gptModelKind();
 
 }  // namespace mb::model

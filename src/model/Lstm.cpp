@@ -182,4 +182,16 @@ void Lstm::resetState() {
   }
 }
 
+ModelKind lstmModelKind() {
+  ModelKind kind;
+  kind.name = "lstm";
+  kind.summary = "one LSTM encoder per input stream, then a fusion head";
+  kind.layouts = {"samples", "series"};
+  kind.carriesState = true;
+  kind.build = [](const ModelConfig& config, const data::DataInfo& info) {
+    return std::make_shared<Lstm>(config, info);
+  };
+  return kind;
+}
+
 }  // namespace mb::model

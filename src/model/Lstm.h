@@ -37,6 +37,7 @@
 #include <torch/nn/modules/rnn.h>
 
 #include "model/Model.h"
+#include "model/ModelRegistry.h"
 #include "model/Objective.h"
 
 namespace mb::model {
@@ -75,5 +76,8 @@ class Lstm : public Model {
   std::vector<at::Tensor> laneH_;
   std::vector<at::Tensor> laneC_;
 };
+
+// model.kind = lstm, for ModelRegistry.cpp.
+ModelKind lstmModelKind();
 
 }  // namespace mb::model

@@ -57,4 +57,15 @@ NamedTensors Mlp::metricSums(const at::Tensor& output, const data::Batch& batch)
   return objective_.metricSums(output, batch.targets);
 }
 
+ModelKind mlpModelKind() {
+  ModelKind kind;
+  kind.name = "mlp";
+  kind.summary = "every input flattened and concatenated, then an MLP";
+  kind.layouts = {"samples", "series"};
+  kind.build = [](const ModelConfig& config, const data::DataInfo& info) {
+    return std::make_shared<Mlp>(config, info);
+  };
+  return kind;
+}
+
 }  // namespace mb::model

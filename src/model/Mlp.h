@@ -12,6 +12,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include "model/Model.h"
+#include "model/ModelRegistry.h"
 #include "model/Objective.h"
 
 namespace mb::model {
@@ -33,5 +34,8 @@ class Mlp : public Model {
   torch::nn::Sequential body_{nullptr};
   torch::nn::Linear head_{nullptr};
 };
+
+// model.kind = mlp, for ModelRegistry.cpp.
+ModelKind mlpModelKind();
 
 }  // namespace mb::model

@@ -1,12 +1,10 @@
-// buildModel: the model zoo by name, initialised identically on every rank.
+// buildModel: the model zoo by name (ModelRegistry.cpp), initialised identically on every rank.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
 
 #include "common/Log.h"
-#include "model/Gpt.h"
-#include "model/Lstm.h"
-#include "model/Mlp.h"
 #include "model/Model.h"
+#include "model/ModelRegistry.h"
 
 namespace mb::model {
 namespace {
@@ -33,18 +31,6 @@ class ScopedSeed {
   at::Tensor saved_;
 };
 
-std::shared_ptr<Model> construct(const ModelConfig& config, const data::DataInfo& info) {
-  switch (config.kind) {
-    case ModelKind::kGpt:
-      return std::make_shared<Gpt>(gptOptions(config, info));
-    case ModelKind::kMlp:
-      return std::make_shared<Mlp>(config, info);
-    case ModelKind::kLstm:
-    default:
-      return std::make_shared<Lstm>(config, info);
-  }
-}
-
 }  // namespace
 
 std::shared_ptr<Model> buildModel(const ModelConfig& config, const data::DataInfo& info,
@@ -52,7 +38,7 @@ std::shared_ptr<Model> buildModel(const ModelConfig& config, const data::DataInf
   std::shared_ptr<Model> model;
   {
     ScopedSeed scoped(seed);
-    model = construct(config, info);
+    model = modelKind(config.kind).build(config, info);
   }
   std::int64_t count = 0;
   for (const auto& p : model->parameters())

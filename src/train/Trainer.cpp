@@ -472,7 +472,7 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
   const double commShare = window.commSeconds / elapsed;
   const double memoryMb = static_cast<double>(processMemoryBytes()) / (1 << 20);
   const double remaining = static_cast<double>(totalSteps_ - state_.step) * stepSeconds;
-  const bool tokens = data_->info().layout == Layout::kTokens;
+  const bool tokens = data_->info().countsTokens;
   const double tokensPerSecond =
       tokens ? samplesPerSecond * static_cast<double>(model_->termsPerSample()) : 0;
   if (metrics_) {

@@ -93,7 +93,7 @@ inline data::Batch toCpu(const data::Batch& batch) {
 inline Config seriesConfig(const std::string& path, std::vector<StreamSpec> streams) {
   Config c;
   c.data.path = path;
-  c.data.layout = Layout::kSeries;
+  c.data.layout = "series";
   c.data.streams = std::move(streams);
   c.data.canonicalShards = 4;
   c.train.globalBatch = 16;

@@ -400,8 +400,9 @@ mb::Config makeConfig(Choices& in, const std::string& path) {
   mb::Config c;
   c.run.dir = "unused";
   c.data.path = path;
-  c.data.layout = static_cast<mb::Layout>(in.pick(3));
-  c.model.kind = c.data.layout == mb::Layout::kTokens ? mb::ModelKind::kGpt : mb::ModelKind::kLstm;
+  static const char* const kLayouts[] = {"samples", "series", "tokens"};
+  c.data.layout = kLayouts[in.pick(3)];
+  c.model.kind = c.data.layout == "tokens" ? "gpt" : "lstm";
   c.data.canonicalShards = in.range(1, 8);
   static const double kSplits[][3] = {
       {0.8, 0.1, 0.1}, {1.0, 0, 0}, {0.5, 0.25, 0.25}, {0.34, 0.33, 0.33}};
@@ -414,7 +415,7 @@ mb::Config makeConfig(Choices& in, const std::string& path) {
   c.data.residentDtype = in.flag() ? mb::DType::kBf16 : mb::DType::kFp32;
   c.data.shuffle = !in.flag();
   c.train.globalBatch = in.range(1, 32);
-  if (c.data.layout != mb::Layout::kTokens && in.flag()) {
+  if (c.data.layout != "tokens" && in.flag()) {
     c.model.task = mb::Task::kClassification;
     c.model.numClasses = in.pick(5);
   }
@@ -504,16 +505,12 @@ void writeTokens(Choices& in, hid_t file, const mb::Config& c) {
 void writeFile(Choices& in, const std::string& path, const mb::Config& c) {
   Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
   if (!file.valid()) fail("cannot create " + path);
-  switch (c.data.layout) {
-    case mb::Layout::kSamples:
-      writeSamples(in, file.get(), c);
-      break;
-    case mb::Layout::kSeries:
-      writeSeries(in, file.get(), c);
-      break;
-    case mb::Layout::kTokens:
-      writeTokens(in, file.get(), c);
-      break;
+  if (c.data.layout == "samples") {
+    writeSamples(in, file.get(), c);
+  } else if (c.data.layout == "series") {
+    writeSeries(in, file.get(), c);
+  } else {
+    writeTokens(in, file.get(), c);
   }
 }
 

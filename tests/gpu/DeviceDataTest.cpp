@@ -118,11 +118,11 @@ TEST_F(GpuDeviceData, SampleRowsAndTokenWindowsGatheredOnTheGpuEqualTheHostGathe
   test::writeTokensFile(tokens, 5001, 97, at::kShort);
   Config windows;
   windows.data.path = tokens;
-  windows.data.layout = Layout::kTokens;
+  windows.data.layout = "tokens";
   windows.data.context = 10;
   windows.data.canonicalShards = 4;
   windows.train.globalBatch = 16;
-  windows.model.kind = ModelKind::kGpt;
+  windows.model.kind = "gpt";
   compareResidencies(windows, Residency::kDevice, at::kFloat);
 }
 

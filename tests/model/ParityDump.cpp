@@ -39,7 +39,7 @@ struct Case {
 DataInfo seriesInfo(const std::vector<InputSpec>& inputs, std::vector<std::int64_t> targetShape,
                     std::int64_t classes) {
   DataInfo info;
-  info.layout = mb::Layout::kSeries;
+  info.layout = "series";
   info.path = "parity";
   info.inputs = inputs;
   info.targetShape = std::move(targetShape);
@@ -51,7 +51,7 @@ DataInfo seriesInfo(const std::vector<InputSpec>& inputs, std::vector<std::int64
 std::vector<Case> cases() {
   std::vector<Case> all;
   mb::ModelConfig lstm;
-  lstm.kind = mb::ModelKind::kLstm;
+  lstm.kind = "lstm";
   lstm.hidden = 8;
   lstm.layers = 2;
   lstm.headHidden = 6;
@@ -68,7 +68,7 @@ std::vector<Case> cases() {
   all.push_back({"lstm_single_classification", single, seriesInfo({{"features", 10, 6}}, {}, 4)});
 
   mb::ModelConfig mlp;
-  mlp.kind = mb::ModelKind::kMlp;
+  mlp.kind = "mlp";
   mlp.hidden = 16;
   mlp.layers = 2;
   all.push_back({"mlp_regression_k2", mlp, seriesInfo({{"features", 0, 7}}, {2}, 0)});
@@ -78,12 +78,12 @@ std::vector<Case> cases() {
   all.push_back({"mlp_classification", mlpClass, seriesInfo({{"m1", 6, 3}, {"m5", 3, 2}}, {}, 5)});
 
   mb::ModelConfig gpt;
-  gpt.kind = mb::ModelKind::kGpt;
+  gpt.kind = "gpt";
   gpt.hidden = 32;
   gpt.layers = 2;
   gpt.heads = 4;
   DataInfo tokens;
-  tokens.layout = mb::Layout::kTokens;
+  tokens.layout = "tokens";
   tokens.path = "parity";
   tokens.inputs = {{"tokens", 16, 0}};
   tokens.targetShape = {16};
@@ -101,7 +101,7 @@ std::vector<Case> cases() {
 Batch makeBatch(const Case& c, std::int64_t rows) {
   Batch batch;
   for (const auto& input : c.info.inputs) {
-    if (c.config.kind == mb::ModelKind::kGpt) {
+    if (c.config.kind == "gpt") {
       batch.inputs.push_back(at::randint(c.info.vocabSize, {rows, input.window}, at::kLong));
     } else if (input.window > 0) {
       batch.inputs.push_back(at::randn({rows, input.window, input.features}));
@@ -109,7 +109,7 @@ Batch makeBatch(const Case& c, std::int64_t rows) {
       batch.inputs.push_back(at::randn({rows, input.features}));
     }
   }
-  if (c.config.kind == mb::ModelKind::kGpt) {
+  if (c.config.kind == "gpt") {
     batch.targets = at::randint(c.info.vocabSize, {rows, c.info.inputs[0].window}, at::kLong);
   } else if (c.info.numClasses > 0) {
     batch.targets = at::randint(c.info.numClasses, {rows}, at::kLong);

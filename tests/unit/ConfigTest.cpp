@@ -45,7 +45,7 @@ optim: {name: sgd, lr: 0.05, nesterov: yes}
                          "test.yaml");
   EXPECT_EQ(c.run.dir, "/tmp/r");
   EXPECT_EQ(c.run.keepLast, 5);
-  EXPECT_EQ(c.data.layout, Layout::kSeries);
+  EXPECT_EQ(c.data.layout, "series");
   ASSERT_EQ(c.data.streams.size(), 2u);
   EXPECT_EQ(c.data.streams[1].name, "h1");
   EXPECT_EQ(c.data.streams[1].window, 96);

@@ -185,11 +185,11 @@ TEST_F(DataLoad, TokensAreContextPlusOneWindows) {
     test::writeTokensFile(path, 1001, 97, type);
     Config config;
     config.data.path = path;
-    config.data.layout = Layout::kTokens;
+    config.data.layout = "tokens";
     config.data.context = 10;
     config.data.canonicalShards = 4;
     config.train.globalBatch = 8;
-    config.model.kind = ModelKind::kGpt;
+    config.model.kind = "gpt";
     auto data = load(config);
     EXPECT_EQ(data->info().numSamples, 100);
     EXPECT_EQ(data->info().vocabSize, 97);

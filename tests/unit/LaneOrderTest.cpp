@@ -158,7 +158,7 @@ TEST(LaneOrder, RejectsABatchThatIsNotOneItemPerLane) {
 
 Config statefulConfig(std::int64_t shards, std::int64_t batch, std::int64_t lanes) {
   Config c;
-  c.model.kind = ModelKind::kLstm;
+  c.model.kind = "lstm";
   c.model.stateful = true;
   c.model.lanes = lanes;
   c.data.shuffle = false;

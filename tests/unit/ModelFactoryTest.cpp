@@ -19,7 +19,7 @@ struct Kind {
 
 std::vector<Kind> kinds() {
   auto mlp = test::lstmConfig();
-  mlp.kind = ModelKind::kMlp;
+  mlp.kind = "mlp";
   auto series = test::seriesInfo({{"m1", 6, 3}, {"h1", 4, 2}});
   return {{test::gptConfig(16, 1, 2), test::tokenInfo(8, 30)},
           {test::lstmConfig(), series},
@@ -60,7 +60,7 @@ TEST(ModelFactory, LeavesTheGlobalRandomStreamAlone) {
 TEST(ModelFactory, MlpFlattensEveryInput) {
   auto info = test::seriesInfo({{"m1", 6, 3}, {"x", 0, 4}}, 2);
   auto config = test::lstmConfig();
-  config.kind = ModelKind::kMlp;
+  config.kind = "mlp";
   config.hidden = 10;
   config.layers = 3;
   auto model = test::deviceModel(config, info, 1);

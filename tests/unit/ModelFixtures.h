@@ -22,7 +22,7 @@ namespace mb::test {
 
 inline data::DataInfo tokenInfo(std::int64_t context, std::int64_t vocab) {
   data::DataInfo info;
-  info.layout = Layout::kTokens;
+  info.layout = "tokens";
   info.path = "tokens.h5";
   info.inputs = {{"tokens", context, 0}};
   info.targetShape = {context};
@@ -35,7 +35,7 @@ inline data::DataInfo tokenInfo(std::int64_t context, std::int64_t vocab) {
 inline data::DataInfo seriesInfo(const std::vector<data::InputSpec>& streams, std::int64_t k = 0,
                                  std::int64_t classes = 0) {
   data::DataInfo info;
-  info.layout = Layout::kSeries;
+  info.layout = "series";
   info.path = "series.h5";
   info.inputs = streams;
   if (k > 0) info.targetShape = {k};
@@ -47,7 +47,7 @@ inline data::DataInfo seriesInfo(const std::vector<data::InputSpec>& streams, st
 inline ModelConfig gptConfig(std::int64_t width = 32, std::int64_t layers = 2,
                              std::int64_t heads = 4) {
   ModelConfig config;
-  config.kind = ModelKind::kGpt;
+  config.kind = "gpt";
   config.hidden = width;
   config.layers = layers;
   config.heads = heads;
@@ -56,7 +56,7 @@ inline ModelConfig gptConfig(std::int64_t width = 32, std::int64_t layers = 2,
 
 inline ModelConfig lstmConfig(std::int64_t hidden = 8, std::int64_t layers = 2) {
   ModelConfig config;
-  config.kind = ModelKind::kLstm;
+  config.kind = "lstm";
   config.hidden = hidden;
   config.layers = layers;
   config.headHidden = 6;
@@ -77,7 +77,7 @@ inline std::shared_ptr<model::Model> deviceModel(const ModelConfig& config,
 inline data::Batch randomBatch(const data::DataInfo& info, std::int64_t rows) {
   data::Batch batch;
   for (const auto& input : info.inputs) {
-    if (info.layout == Layout::kTokens) {
+    if (info.layout == "tokens") {
       batch.inputs.push_back(at::randint(info.vocabSize, {rows, input.window}, at::kLong));
     } else if (input.window > 0) {
       batch.inputs.push_back(at::randn({rows, input.window, input.features}));
@@ -85,7 +85,7 @@ inline data::Batch randomBatch(const data::DataInfo& info, std::int64_t rows) {
       batch.inputs.push_back(at::randn({rows, input.features}));
     }
   }
-  if (info.layout == Layout::kTokens) {
+  if (info.layout == "tokens") {
     batch.targets = at::randint(info.vocabSize, {rows, info.inputs[0].window}, at::kLong);
   } else if (info.numClasses > 0) {
     batch.targets = at::randint(info.numClasses, {rows}, at::kLong);

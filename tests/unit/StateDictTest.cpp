@@ -53,7 +53,7 @@ TEST(StateDict, RoundTripsEveryKindByName) {
   test::TempDir dir;
   auto lstmInfo = test::seriesInfo({{"m1", 6, 3}, {"h1", 4, 2}});
   auto mlpConfig = test::lstmConfig();
-  mlpConfig.kind = ModelKind::kMlp;
+  mlpConfig.kind = "mlp";
   std::vector<std::pair<std::shared_ptr<Model>, std::shared_ptr<Model>>> pairs{
       {gpt(1), gpt(2)},
       {test::deviceModel(test::lstmConfig(), lstmInfo, 1),
