@@ -228,7 +228,7 @@ print(" ".join(m for m in ("torch", "h5py", "numpy") if importlib.util.find_spec
 EOF
   ) || missing="(python failed: $missing)"
   [[ -z $missing ]] && return 0
-  note "preflight: $python lacks: $missing"
+  note "python: $python lacks: $missing"
   note "  fix: carry wheels (.whl, see /work/.library/device/README.md) or pip install them"
   return 1
 }
@@ -309,13 +309,17 @@ build_rest() {
   return "$rc"
 }
 
+passed_count() {
+  if [[ -f $passed_file ]]; then wc -l <"$passed_file"; else echo 0; fi
+}
+
 # ctest's -E pattern: the tests that passed on this build before, and EXTRA (a regex) if given;
 # "" when there is nothing to leave out.
 exclude_regex() {  # exclude_regex [EXTRA]
   local alternatives=()
   [[ -n ${1:-} ]] && alternatives+=("$1")
   [[ -s $passed_file ]] &&
-    alternatives+=("$(sed -e 's/[][.*+?^$(){}|\\]/\\&/g' "$passed_file" | paste -sd'|')")
+    alternatives+=("$(sed -E 's/[][\\.*+?^$(){}|]/\\&/g' "$passed_file" | paste -sd'|')")
   [[ ${#alternatives[@]} -gt 0 ]] || return 0
   local IFS='|'
   echo "^(${alternatives[*]})\$"
@@ -330,7 +334,7 @@ run_ctest() {  # run_ctest TITLE EXCLUDE CTEST_ARGS...
   [[ -n $pattern ]] && skip=(-E "$pattern")
   jobs=${MB_TEST_JOBS:-$(($(nproc) / 2 > 0 ? $(nproc) / 2 : 1))}
   {
-    echo "== $title: ctest -j $jobs $* (budget $(left) s; $(wc -l <"$passed_file" 2>/dev/null || echo 0) passed before)"
+    echo "== $title: ctest -j $jobs $* (budget $(left) s; $(passed_count) passed before)"
     nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 || true
   } >>"$out/test.log"
   run_until_deadline 15 ctest --test-dir "$build_dir" -j "$jobs" --output-on-failure "${skip[@]}" \
@@ -339,6 +343,8 @@ run_ctest() {  # run_ctest TITLE EXCLUDE CTEST_ARGS...
   cat "$tmp" >>"$out/test.log"
   sed -n 's/^ *[0-9]*\/[0-9]* Test *#[0-9]*: \([^ ]*\) .*Passed.*/\1/p' "$tmp" >>"$passed_file"
   [[ $rc -eq 124 ]] && note "$title: cut at the time budget: the next test call runs what is left"
+  grep -q 'No tests were found' "$tmp" && [[ -s $passed_file ]] &&
+    note "$title: nothing left to run ($(passed_count) tests passed on this build before)"
   note "$title: ctest rc $rc; log test.log"
   grep -E 'tests passed|tests failed|No tests were found|^ *[0-9]+ - .*\((Failed|Timeout|Not Run|SEGFAULT|Subprocess aborted|Exception)\)|Total Test time' \
     "$tmp" | tee -a "$summary"
@@ -372,7 +378,12 @@ phase_test() {
   . "$build_dir/megabatch-env.sh"
   export MEGABATCH_TEST_DEVICE=${MB_TEST_DEVICE:-cuda}
   # The gpu entries first: they need megabatch and megabatch_gpu_tests only.
-  run_ctest "test -L gpu" "" -L '^gpu$' || status=1
+  if ctest --test-dir "$build_dir" -N -L '^gpu$' | grep -q 'Test *#'; then
+    run_ctest "test -L gpu" "" -L '^gpu$' || status=1
+  else
+    note "test: this build registers no gpu tests (not a CUDA build: see the feature summary)"
+    [[ ${MEGABATCH_CUDA:-ON} == OFF ]] || status=1
+  fi
   [[ $(left) -gt 90 ]] || { note "test: no time left for the rest of the suite"; return 1; }
   build_rest || return 1
   if ! MB_PYTHON_FOR_TESTS=$(python_for_tests) python_modules_ok; then
