@@ -282,7 +282,7 @@ phase_build() {
   local log=$out/build.log rc
   versions 2>&1 | tee -a "$summary" >>"$log"
   preflight || { note "build: not started: fix the FATAL lines above"; return 1; }
-  { nvidia-smi; echo "== scripts/build-gpu.sh $build_dir (${first_targets[*]})"; } >>"$log" 2>&1
+  { command -v nvidia-smi >/dev/null && nvidia-smi; echo "== scripts/build-gpu.sh $build_dir (${first_targets[*]})"; } >>"$log" 2>&1
   rm -f "$passed_file"  # a new configure may change any test
   run_until_deadline 10 env MEGABATCH_BENCH=OFF MEGABATCH_BUILD_TARGETS="${first_targets[*]}" \
     "$root/scripts/build-gpu.sh" "$build_dir" >>"$log" 2>&1
