@@ -182,7 +182,7 @@ if [[ $deps_mode == prefix ]]; then
       deps_prefix=${XDG_CACHE_HOME:-$HOME/.cache}/megabatch-deps
     fi
   fi
-  "$root/scripts/gpu-deps.sh" unpack "$debs" "$deps_prefix"
+  bash "$root/scripts/gpu-deps.sh" unpack "$debs" "$deps_prefix"
   deps_env=$deps_prefix/env.sh
   # shellcheck disable=SC1090  # written by gpu-deps.sh unpack
   . "$deps_env"

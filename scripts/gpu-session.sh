@@ -17,10 +17,10 @@
 # goes back 30 s after a call ends, taking build-gpu/ with it: issue the next call at once):
 #   0. here, in the checkout the device tool sends (the session's own; a helper's worktree does
 #      not travel):   scripts/gpu-session.sh prepare
-#   1. run(command="scripts/gpu-session.sh build test", carry=[".gpu-debs"], timeout_s=600)
+#   1. run(command="bash scripts/gpu-session.sh build test", carry=[".gpu-debs"], timeout_s=600)
 #      preflight, build of megabatch + GPU tests, ctest -L gpu, then the rest of the build and as
 #      much of the suite as the budget allows
-#   2. run(command="scripts/gpu-session.sh test", carry=[".gpu-debs"], timeout_s=600)
+#   2. run(command="bash scripts/gpu-session.sh test", carry=[".gpu-debs"], timeout_s=600)
 #      the tests not yet passed (a fresh machine rebuilds first, and says so)
 #   3. as 2 while summary.txt says tests are left, else bench or the training runs of issue 14
 # Each call's logs come back under $OUT (at most 8 files: summary.txt, build.log, test.log,
@@ -69,7 +69,7 @@ run_until_deadline() {  # run_until_deadline MARGIN COMMAND...
   pid=$!
   while kill -0 "$pid" 2>/dev/null; do
     if [[ $(left) -le $margin ]]; then
-      echo "gpu-session: time budget reached: stopping $1" >&2
+      echo "gpu-session: time budget reached: stopping $*" >&2
       kill -TERM -- "-$pid" 2>/dev/null
       sleep 5
       kill -KILL -- "-$pid" 2>/dev/null
@@ -107,7 +107,7 @@ prepare_debs() {
   fi
   if command -v apt-get >/dev/null && grep -qs 'VERSION_CODENAME=bookworm' /etc/os-release; then
     note "prepare: $debs is missing or incomplete: fetching it (scripts/gpu-deps.sh fetch $debs)"
-    "$root/scripts/gpu-deps.sh" fetch "$debs" | tee -a "$summary" && debs_complete && return 0
+    bash "$root/scripts/gpu-deps.sh" fetch "$debs" | tee -a "$summary" && debs_complete && return 0
     note "prepare: FAILED to fetch $debs (apt sources? network?)"
     return 1
   fi
@@ -285,7 +285,7 @@ phase_build() {
   { command -v nvidia-smi >/dev/null && nvidia-smi; echo "== scripts/build-gpu.sh $build_dir (${first_targets[*]})"; } >>"$log" 2>&1
   rm -f "$passed_file"  # a new configure may change any test
   run_until_deadline 10 env MEGABATCH_BENCH=OFF MEGABATCH_BUILD_TARGETS="${first_targets[*]}" \
-    "$root/scripts/build-gpu.sh" "$build_dir" >>"$log" 2>&1
+    bash "$root/scripts/build-gpu.sh" "$build_dir" >>"$log" 2>&1
   rc=$?
   if [[ $rc -eq 0 ]]; then
     note "build: ok (${first_targets[*]} in $build_dir); log build.log"
