@@ -31,8 +31,8 @@
 #   BUILD_DIR            the build (default build-gpu); MEGABATCH_DEPS_DEBS (default .gpu-debs)
 #   MB_CTEST_ARGS        extra ctest arguments for the rest of the suite, e.g. "-L unit|mpi" (no
 #                        -E: it is taken). SLURM and style tests never run there (no apt for
-#                        SLURM, no clang-format). After changing sources, a test call rebuilds
-#                        and runs every test again.
+#                        SLURM, no clang-format). A test call first rebuilds megabatch and the
+#                        GPU tests; when sources changed that, every test runs again.
 #   MB_TEST_JOBS         parallel tests (default: half the cores)
 #   MB_CARRY             prepare: the ignored paths the calls carry (default: .gpu-debs)
 #   MEGABATCH_CUDA=OFF and MB_TEST_DEVICE=cpu check this script on a CPU machine (no GPU tests,
