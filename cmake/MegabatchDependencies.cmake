@@ -6,7 +6,11 @@ find_package(Threads REQUIRED)
 # --- LibTorch -------------------------------------------------------------
 # Debian's libtorch-dev installs TorchConfig.cmake system-wide; a pip CUDA PyTorch has it under
 # $(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)'): pass it as CMAKE_PREFIX_PATH.
-find_package(Torch REQUIRED)
+# A CUDA LibTorch's CMake files need the CUDA toolkit and NVTX 3 whatever MEGABATCH_CUDA says:
+# megabatch_find_torch looks for the toolkit first, gives them NVTX 3 (Note [NVTX shim] in
+# cmake/MegabatchCuda.cmake), and stops on a toolkit whose CUDA major version is not torch's.
+include(MegabatchCuda)
+megabatch_find_torch()
 add_library(megabatch_torch INTERFACE)
 target_link_libraries(megabatch_torch INTERFACE torch)
 # TORCH_CXX_FLAGS carries the libstdc++ ABI flag that LibTorch was built with.
@@ -53,13 +57,7 @@ find_package(spdlog REQUIRED)
 # --- CUDA + NCCL ------------------------------------------------------------
 set(MEGABATCH_WITH_CUDA OFF)
 set(MEGABATCH_NCCL_COMPILE_CHECK OFF)
-set(_mb_torch_has_cuda OFF)
-if(TARGET torch_cuda OR TARGET c10_cuda OR CAFFE2_USE_CUDA)
-  set(_mb_torch_has_cuda ON)
-endif()
-
-if(NOT MEGABATCH_CUDA STREQUAL "OFF")
-  find_package(CUDAToolkit QUIET)
+if(NOT MEGABATCH_CUDA STREQUAL "OFF")  # CUDAToolkit was looked for before LibTorch
   # A pip CUDA PyTorch (2.1+) brings NCCL as the nvidia-nccl wheel next to torch/: use that
   # torch's NCCL when nothing else is named.
   set(_mb_pip_nccl "${TORCH_INSTALL_PREFIX}/../nvidia/nccl")

@@ -18,6 +18,8 @@
 #   MEGABATCH_DEPS_DEBS     folder of .debs from `scripts/gpu-deps.sh fetch` (default: .gpu-debs)
 #   MEGABATCH_DEPS_PREFIX   where to unpack them (default: /opt/megabatch-deps, or ~/.cache/megabatch-deps)
 #   MEGABATCH_BUILD_JOBS    parallel jobs (default: nproc);  CMAKE_BUILD_TYPE (default: Release)
+#   MEGABATCH_BUILD_TARGETS targets to build, e.g. "megabatch megabatch_gpu_tests" (default: all)
+#   MEGABATCH_BENCH         ON | OFF: configure the C++ benchmark targets (default: the project's, ON)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -76,6 +78,12 @@ fi
 torch_root=$(cd "$torch_prefix/../.." && pwd)   # site-packages/torch or the LibTorch folder
 
 cmake_args=(-DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" -DMEGABATCH_CUDA="$cuda_mode")
+if [[ -n ${MEGABATCH_BENCH:-} ]]; then
+  case $MEGABATCH_BENCH in ON | OFF) cmake_args+=(-DMEGABATCH_BENCH="$MEGABATCH_BENCH") ;;
+    *) die "MEGABATCH_BENCH=$MEGABATCH_BENCH" "use ON or OFF" ;;
+  esac
+fi
+read -ra build_targets <<<"${MEGABATCH_BUILD_TARGETS:-}"
 prefix_path=("$torch_prefix")
 
 # --- CUDA toolkit, architectures, NCCL ---------------------------------------------------
@@ -86,9 +94,13 @@ if [[ $cuda_mode != OFF ]]; then
     cuda_root=$(cd "$(dirname "$nvcc")/.." && pwd)
     nvcc_version=$("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
     say "CUDA toolkit $nvcc_version at $cuda_root"
+    # libtorch_cuda needs its own CUDA major's runtime: another major cannot work (CMake checks
+    # this too, cmake/MegabatchCuda.cmake, for builds that do not come through this script).
     [[ -z $torch_cuda || ${nvcc_version%%.*} == "${torch_cuda%%.*}" ]] ||
-      say "warning: nvcc is CUDA $nvcc_version but torch was built with CUDA $torch_cuda; use a matching toolkit if the build fails"
+      die "nvcc ($nvcc) is CUDA $nvcc_version, but torch was built with CUDA $torch_cuda: the major versions must agree" \
+          "put a CUDA ${torch_cuda%%.*}.x toolkit's bin/ first on PATH (or set CUDA_HOME), or install the torch wheel for CUDA ${nvcc_version%%.*} (pip install torch --index-url https://download.pytorch.org/whl/cu$(echo "$nvcc_version" | cut -d. -f1-2 | tr -d .))"
     cmake_args+=(-DCUDAToolkit_ROOT="$cuda_root" -DCMAKE_CUDA_COMPILER="$nvcc")
+    [[ -n $torch_cuda ]] && cmake_args+=(-DMEGABATCH_TORCH_CUDA_VERSION="$torch_cuda")
   elif [[ $cuda_mode == ON ]]; then
     die "nvcc not found (PATH, CUDA_HOME, /usr/local/cuda)" \
         "LibTorch's CMake files need the CUDA toolkit matching torch (CUDA ${torch_cuda:-?}); install it or put its bin/ on PATH"
@@ -170,7 +182,7 @@ if [[ $deps_mode == prefix ]]; then
       deps_prefix=${XDG_CACHE_HOME:-$HOME/.cache}/megabatch-deps
     fi
   fi
-  "$root/scripts/gpu-deps.sh" unpack "$debs" "$deps_prefix"
+  bash "$root/scripts/gpu-deps.sh" unpack "$debs" "$deps_prefix"
   deps_env=$deps_prefix/env.sh
   # shellcheck disable=SC1090  # written by gpu-deps.sh unpack
   . "$deps_env"
@@ -203,8 +215,10 @@ cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_PREFIX_PATH="$prefix_list" 
   2>&1 | tee "$build_dir/configure.log"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || die "configure failed (log: $build_dir/configure.log)" \
   "read the first CMake error above; the feature summary is printed only on success"
-say "building with $jobs jobs"
-cmake --build "$build_dir" -j "$jobs" ||
+target_args=()
+[[ ${#build_targets[@]} -gt 0 ]] && target_args=(--target "${build_targets[@]}")
+say "building ${build_targets[*]:-all targets} with $jobs jobs"
+cmake --build "$build_dir" -j "$jobs" "${target_args[@]}" ||
   die "build failed" "the first compiler error above is the one to fix; rerun with MEGABATCH_BUILD_JOBS=1 for a readable log"
 
 # Where to find it, and how to run it.

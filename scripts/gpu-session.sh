@@ -1,32 +1,63 @@
 #!/usr/bin/env bash
-# One command for a session on a GPU machine, in phases (each phase one device call when a
-# call is limited to 10 minutes; run the calls back to back so the build survives):
-#   scripts/gpu-session.sh build     versions of everything + scripts/build-gpu.sh
-#   scripts/gpu-session.sh test      ctest on the build with MEGABATCH_TEST_DEVICE=cuda
-#   scripts/gpu-session.sh bench     bench/gpu/gpu_bench.py, when it exists
-#   scripts/gpu-session.sh build test bench     (several phases share one time budget)
-# Logs: $OUT (default out/gpu-session): build.log, test.log, bench.log, summary.txt, bench/.
+# The GPU check of a CUDA build, in phases that fit calls limited to 10 minutes each:
+#   scripts/gpu-session.sh prepare   HERE, on the CPU machine, before any device call: fetches
+#                                    .gpu-debs when missing, checks that what the device tool
+#                                    carries fits its 64 MiB, prints the call plan below
+#   scripts/gpu-session.sh build     on the GPU machine: preflight (torch, nvcc, deps, Python
+#                                    modules), versions, then build-gpu.sh of what the first
+#                                    tests need only: megabatch + megabatch_gpu_tests, no benches
+#   scripts/gpu-session.sh test      `ctest -L gpu` first, then the rest of the build, then the
+#                                    rest of the suite; tests that passed on this build before are
+#                                    not run again, so repeated calls continue where one stopped
+#   scripts/gpu-session.sh bench     bench/gpu/gpu_bench.py (needs h5py, numpy, torch)
+# Phases share one time budget per call (default: build test). Each ends in time for the call to
+# return; a phase that finds no build builds first.
+#
+# Call plan for the device tool (30 min of device time a session, 10 min a call, and the machine
+# goes back 30 s after a call ends, taking build-gpu/ with it: issue the next call at once):
+#   0. here, in the checkout the device tool sends (the session's own; a helper's worktree does
+#      not travel):   scripts/gpu-session.sh prepare
+#   1. run(command="bash scripts/gpu-session.sh build test", carry=[".gpu-debs"], timeout_s=600)
+#      preflight, build of megabatch + GPU tests, ctest -L gpu, then the rest of the build and as
+#      much of the suite as the budget allows
+#   2. run(command="bash scripts/gpu-session.sh test", carry=[".gpu-debs"], timeout_s=600)
+#      the tests not yet passed (a fresh machine rebuilds first, and says so)
+#   3. as 2 while summary.txt says tests are left, else bench or the training runs of issue 14
+# Each call's logs come back under $OUT (at most 8 files: summary.txt, build.log, test.log,
+# bench.log, bench/*): read summary.txt first.
+#
 # Environment (optional):
 #   MB_SESSION_BUDGET_S  seconds the whole call may take (default 570); each phase is cut at it
 #   BUILD_DIR            the build (default build-gpu); MEGABATCH_DEPS_DEBS (default .gpu-debs)
-#   MB_CTEST_ARGS        ctest selection (default: -LE '^(slurm|style)$': SLURM needs apt to
-#                        install it, the style check needs clang-format; neither is on a GPU image)
+#   MB_CTEST_ARGS        extra ctest arguments for the rest of the suite, e.g. "-L unit|mpi" (no
+#                        -E: it is taken). SLURM and style tests never run there (no apt for
+#                        SLURM, no clang-format). A test call first rebuilds megabatch and the
+#                        GPU tests; when sources changed that, every test runs again.
 #   MB_TEST_JOBS         parallel tests (default: half the cores)
+#   MB_CARRY             prepare: the ignored paths the calls carry (default: .gpu-debs)
+#   MEGABATCH_CUDA=OFF and MB_TEST_DEVICE=cpu check this script on a CPU machine (no GPU tests,
+#                        CUDA preflight skipped; see scripts/build-gpu.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 root=$(pwd)
 
 budget=${MB_SESSION_BUDGET_S:-570}
-deadline=$(( $(date +%s) + budget ))
+deadline=$(($(date +%s) + budget))
 out=${OUT:-$root/out/gpu-session}
 mkdir -p "$out"
 build_dir=${BUILD_DIR:-build-gpu}
+debs=${MEGABATCH_DEPS_DEBS:-.gpu-debs}
 summary=$out/summary.txt
+carry_limit=$((64 * 1024 * 1024))  # the device tool's limit on everything that travels
+first_targets=(megabatch megabatch_gpu_tests)
+[[ ${MEGABATCH_CUDA:-ON} == OFF ]] && first_targets=(megabatch)  # CPU builds have no GPU tests
+passed_file=$build_dir/gpu-session-passed.txt  # tests passed on this build, one name a line
 phases=("$@")
 [[ ${#phases[@]} -gt 0 ]] || phases=(build test)
 
 note() { echo "gpu-session: $*" | tee -a "$summary"; }
-left() { echo $(( deadline - $(date +%s) )); }
+left() { echo $((deadline - $(date +%s))); }
+mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
 
 # Runs a command in its own process group, ended (TERM, then KILL) at the deadline less
 # MARGIN seconds, so the call always returns in time. Returns the command's status, 124 on
@@ -38,7 +69,7 @@ run_until_deadline() {  # run_until_deadline MARGIN COMMAND...
   pid=$!
   while kill -0 "$pid" 2>/dev/null; do
     if [[ $(left) -le $margin ]]; then
-      echo "gpu-session: time budget reached: stopping $1" >&2
+      echo "gpu-session: time budget reached: stopping $*" >&2
       kill -TERM -- "-$pid" 2>/dev/null
       sleep 5
       kill -KILL -- "-$pid" 2>/dev/null
@@ -58,9 +89,153 @@ if [[ $(id -u) -eq 0 ]]; then
 fi
 export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 
+# --- prepare (the CPU machine) ---------------------------------------------------------------
+
+# .gpu-debs holds the set that packages.txt lists (gpu-deps.sh fetch writes both).
+debs_complete() {
+  local listed present
+  [[ -f $debs/packages.txt ]] || return 1
+  listed=$(grep -cv '^#' "$debs/packages.txt")
+  present=$(find "$debs" -maxdepth 1 -name '*.deb' | wc -l)
+  [[ $listed -gt 0 && $listed -eq $present ]]
+}
+
+prepare_debs() {
+  if debs_complete; then
+    note "prepare: $debs holds $(find "$debs" -maxdepth 1 -name '*.deb' | wc -l) packages"
+    return 0
+  fi
+  if command -v apt-get >/dev/null && grep -qs 'VERSION_CODENAME=bookworm' /etc/os-release; then
+    note "prepare: $debs is missing or incomplete: fetching it (scripts/gpu-deps.sh fetch $debs)"
+    bash "$root/scripts/gpu-deps.sh" fetch "$debs" | tee -a "$summary" && debs_complete && return 0
+    note "prepare: FAILED to fetch $debs (apt sources? network?)"
+    return 1
+  fi
+  note "prepare: FAILED: $debs is missing or incomplete, and this is no Debian 12 machine with apt"
+  note "  fix: on a Debian 12 machine run 'scripts/gpu-deps.sh fetch $debs' and copy the folder here"
+  return 1
+}
+
+bytes_of_files() {  # NUL-separated paths on stdin -> total bytes of the regular files among them
+  xargs -0 -r stat -c '%s %F' 2>/dev/null | awk '$2 == "regular" { s += $1 } END { print s + 0 }'
+}
+
+# What the device tool sends: the tracked files, the untracked ones git does not ignore, shared/,
+# and the carried paths, 64 MiB in all.
+prepare_size() {
+  local tracked untracked carried=0 total path bytes carry
+  read -ra carry <<<"${MB_CARRY:-$debs}"
+  tracked=$(git -C "$root" ls-files -z | bytes_of_files)
+  untracked=$(git -C "$root" ls-files -z --others --exclude-standard | bytes_of_files)
+  note "prepare: tracked files $(mib "$tracked"), untracked (not ignored) $(mib "$untracked")"
+  # A shared/ folder inside the checkout travels even when git ignores it.
+  [[ -d $root/shared ]] && git -C "$root" check-ignore -q shared && carry+=(shared)
+  for path in "${carry[@]}"; do
+    [[ -e $path ]] || { note "prepare: FAILED: carried path $path does not exist"; return 1; }
+    bytes=$(du -sb "$path" | cut -f1)
+    carried=$((carried + bytes))
+    note "prepare: carried $path $(mib "$bytes")"
+  done
+  total=$((tracked + untracked + carried))
+  if [[ $total -gt $carry_limit ]]; then
+    note "prepare: FAILED: $(mib "$total") would travel, over the device tool's $(mib "$carry_limit")"
+    note "  fix: git-ignore or delete large untracked files (git status), or carry less"
+    return 1
+  fi
+  note "prepare: $(mib "$total") travels, $(mib $((carry_limit - total))) under the $(mib "$carry_limit") limit"
+}
+
+phase_prepare() {
+  prepare_debs || return 1
+  prepare_size || return 1
+  note "prepare: ready. Device calls (see the header of $0):"
+  sed -n '/^# Call plan/,/^# bench.log/p' "$0" | sed -e 's/^# \{0,1\}/  /' | tee -a "$summary"
+}
+
+# --- preflight and versions (the GPU machine) ------------------------------------------------
+
+# Problems that would only show minutes into the build, said at once. Prints one line each;
+# returns 1 when the build cannot work.
+preflight() {
+  local fatal=0
+  if [[ ${MEGABATCH_CUDA:-ON} == OFF ]]; then
+    note "preflight: MEGABATCH_CUDA=OFF: torch and nvcc are not checked (a CPU check of the scripts)"
+  else
+    preflight_cuda || fatal=1
+  fi
+  preflight_deps || fatal=1
+  preflight_tools || fatal=1
+  python_modules_ok || note "preflight: the Python tests and benches will be skipped (see above)"
+  return "$fatal"
+}
+
+# python3's torch has CUDA, and nvcc is there with torch's CUDA major version.
+preflight_cuda() {
+  local fatal=0 torch_cuda nvcc nvcc_version
+  if ! torch_cuda=$(python3 -c 'import torch; print(torch.version.cuda or "")' 2>&1); then
+    note "preflight: FATAL: python3 cannot import torch: ${torch_cuda##*$'\n'}"
+    fatal=1
+  elif [[ -z $torch_cuda ]]; then
+    note "preflight: FATAL: python3's torch has no CUDA (torch.version.cuda is None)"
+    fatal=1
+  fi
+  nvcc=$(command -v nvcc || ls "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" 2>/dev/null)
+  nvcc_version=$("${nvcc:-false}" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+  if [[ -z $nvcc_version ]]; then
+    note "preflight: FATAL: no nvcc (PATH, CUDA_HOME, /usr/local/cuda)"
+    fatal=1
+  elif [[ -n $torch_cuda && ${nvcc_version%%.*} != "${torch_cuda%%.*}" ]]; then
+    note "preflight: FATAL: nvcc is CUDA $nvcc_version, torch is built with CUDA $torch_cuda"
+    fatal=1
+  else
+    note "preflight: torch CUDA $torch_cuda, nvcc $nvcc_version ($nvcc)"
+  fi
+  return "$fatal"
+}
+
+preflight_deps() {
+  if debs_complete; then
+    command -v dpkg-deb >/dev/null && return 0
+    note "preflight: FATAL: $debs is here but dpkg-deb (to unpack it) is not"
+    return 1
+  fi
+  local tool
+  for tool in mpicxx mpirun h5pcc; do
+    command -v "$tool" >/dev/null && continue
+    note "preflight: FATAL: no $debs (or it is incomplete) and no system $tool"
+    note "  fix: on the CPU machine run scripts/gpu-session.sh prepare, and carry $debs"
+    return 1
+  done
+}
+
+preflight_tools() {
+  local tool status=0
+  for tool in cmake c++ ninja; do
+    command -v "$tool" >/dev/null && continue
+    [[ $tool == ninja ]] && { note "preflight: no ninja: build-gpu.sh uses make (slower)"; continue; }
+    note "preflight: FATAL: no $tool on PATH"
+    status=1
+  done
+  return "$status"
+}
+
+# The Python tests and benches need h5py and numpy next to torch. Says which is missing.
+python_modules_ok() {
+  local python=${MB_PYTHON_FOR_TESTS:-python3} missing
+  missing=$("$python" - <<'EOF' 2>&1
+import importlib
+print(" ".join(m for m in ("torch", "h5py", "numpy") if importlib.util.find_spec(m) is None))
+EOF
+  ) || missing="(python failed: $missing)"
+  [[ -z $missing ]] && return 0
+  note "python: $python lacks: $missing"
+  note "  fix: carry wheels (.whl, see /work/.library/device/README.md) or pip install them"
+  return 1
+}
+
 versions() {
   echo "== date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); host $(hostname); $(nproc) cores;" \
-       "$(free -g | awk '/Mem:/{print $2 " GiB"}') RAM"
+    "$(free -g | awk '/Mem:/{print $2 " GiB"}') RAM"
   # shellcheck disable=SC1091
   echo "== os: $(. /etc/os-release && echo "$PRETTY_NAME"); kernel $(uname -r)"
   echo "== git: $(git -C "$root" log -1 --format='%h %s' 2>/dev/null || echo 'not a git checkout')"
@@ -81,31 +256,39 @@ print("cuda available:", torch.cuda.is_available(), "| devices:", torch.cuda.dev
 if torch.cuda.is_available():
     print("device 0:", torch.cuda.get_device_name(0), "| capability", torch.cuda.get_device_capability(0))
     print("NCCL (torch):", ".".join(map(str, torch.cuda.nccl.version())))
-try:
-    import h5py
-    print("h5py", h5py.__version__, "| HDF5", h5py.version.hdf5_version)
-except ImportError as e:
-    print("h5py: missing:", e)
+for name in ("h5py", "numpy"):
+    try:
+        module = __import__(name)
+        print(name, module.__version__)
+    except ImportError as e:
+        print(name + ": missing:", e)
 EOF
   echo "== nvcc: $( (command -v nvcc || ls /usr/local/cuda/bin/nvcc) 2>/dev/null) $( (nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null | tail -2 | head -1)"
   echo "== c++: $(c++ --version 2>/dev/null | head -1)"
   echo "== cmake: $(cmake --version 2>/dev/null | head -1); ninja $(ninja --version 2>/dev/null)"
   local tool path
-  for tool in mpirun h5pcc clang-format ssh ip slurmctld; do
+  for tool in mpirun h5pcc dpkg-deb clang-format ssh ip slurmctld; do
     path=$(command -v "$tool" 2>/dev/null)
     [[ -n $path && -x $path ]] || path=missing
     echo "== system $tool: $path"
   done
 }
 
+# --- build and test (the GPU machine) --------------------------------------------------------
+
+built() { [[ -x $build_dir/megabatch && -f $build_dir/megabatch-env.sh ]]; }
+
 phase_build() {
   local log=$out/build.log rc
-  versions 2>&1 | tee -a "$summary" >"$log"
-  { nvidia-smi; echo "== scripts/build-gpu.sh $build_dir"; } >>"$log" 2>&1
-  run_until_deadline 10 "$root/scripts/build-gpu.sh" "$build_dir" >>"$log" 2>&1
+  versions 2>&1 | tee -a "$summary" >>"$log"
+  preflight || { note "build: not started: fix the FATAL lines above"; return 1; }
+  { command -v nvidia-smi >/dev/null && nvidia-smi; echo "== scripts/build-gpu.sh $build_dir (${first_targets[*]})"; } >>"$log" 2>&1
+  rm -f "$passed_file"  # a new configure may change any test
+  run_until_deadline 10 env MEGABATCH_BENCH=OFF MEGABATCH_BUILD_TARGETS="${first_targets[*]}" \
+    bash "$root/scripts/build-gpu.sh" "$build_dir" >>"$log" 2>&1
   rc=$?
   if [[ $rc -eq 0 ]]; then
-    note "build: ok ($build_dir/megabatch); log build.log"
+    note "build: ok (${first_targets[*]} in $build_dir); log build.log"
     awk '/feature summary/{on=1} on{print} on && /-----------$/{if (++n == 2) exit}' "$build_dir/configure.log" >>"$summary"
   else
     note "build: FAILED (rc $rc); last lines of build.log:"
@@ -115,34 +298,106 @@ phase_build() {
   return "$rc"
 }
 
+# Builds every remaining target (the CPU suite's binaries) into the existing build.
+build_rest() {
+  local log=$out/build.log rc
+  echo "== cmake --build $build_dir (everything else; budget $(left) s)" >>"$log"
+  run_until_deadline 60 cmake --build "$build_dir" -j "$(nproc)" >>"$log" 2>&1
+  rc=$?
+  [[ $rc -eq 0 ]] && note "test: the rest of the build is done" ||
+    note "test: the rest of the build stopped (rc $rc; log build.log): the next test call continues it"
+  return "$rc"
+}
+
+passed_count() {
+  if [[ -f $passed_file ]]; then wc -l <"$passed_file"; else echo 0; fi
+}
+
+# ctest's -E pattern: the tests that passed on this build before, and EXTRA (a regex) if given;
+# "" when there is nothing to leave out.
+exclude_regex() {  # exclude_regex [EXTRA]
+  local alternatives=()
+  [[ -n ${1:-} ]] && alternatives+=("$1")
+  [[ -s $passed_file ]] &&
+    alternatives+=("$(sed -E 's/[][\\.*+?^$(){}|]/\\&/g' "$passed_file" | paste -sd'|')")
+  [[ ${#alternatives[@]} -gt 0 ]] || return 0
+  local IFS='|'
+  echo "^(${alternatives[*]})\$"
+}
+
+# Runs ctest with ARGS, leaving out the tests passed before and those EXCLUDE matches; logs to
+# test.log and records the new passes.
+run_ctest() {  # run_ctest TITLE EXCLUDE CTEST_ARGS...
+  local title=$1 pattern jobs rc tmp=$out/.ctest-run.log skip=()
+  pattern=$(exclude_regex "$2")
+  shift 2
+  [[ -n $pattern ]] && skip=(-E "$pattern")
+  jobs=${MB_TEST_JOBS:-$(($(nproc) / 2 > 0 ? $(nproc) / 2 : 1))}
+  {
+    echo "== $title: ctest -j $jobs $* (budget $(left) s; $(passed_count) passed before)"
+    nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 || true
+  } >>"$out/test.log"
+  run_until_deadline 15 ctest --test-dir "$build_dir" -j "$jobs" --output-on-failure "${skip[@]}" \
+    "$@" >"$tmp" 2>&1
+  rc=$?
+  cat "$tmp" >>"$out/test.log"
+  sed -n 's/^ *[0-9]*\/[0-9]* Test *#[0-9]*: \([^ ]*\) .*Passed.*/\1/p' "$tmp" >>"$passed_file"
+  [[ $rc -eq 124 ]] && note "$title: cut at the time budget: the next test call runs what is left"
+  grep -q 'No tests were found' "$tmp" && [[ -s $passed_file ]] &&
+    note "$title: nothing left to run ($(passed_count) tests passed on this build before)"
+  note "$title: ctest rc $rc; log test.log"
+  grep -E 'tests passed|tests failed|No tests were found|^ *[0-9]+ - .*\((Failed|Timeout|Not Run|SEGFAULT|Subprocess aborted|Exception)\)|Total Test time' \
+    "$tmp" | tee -a "$summary"
+  rm -f "$tmp"
+  return "$rc"
+}
+
+# Brings megabatch and the GPU tests up to date with the sources that came with this call. When
+# that rebuilt anything, the earlier passes no longer count.
+refresh_first_targets() {
+  local before after
+  before=$(stat -c %Y "$build_dir/megabatch" "$build_dir/megabatch_gpu_tests" 2>/dev/null)
+  echo "== cmake --build $build_dir --target ${first_targets[*]}" >>"$out/build.log"
+  run_until_deadline 60 cmake --build "$build_dir" -j "$(nproc)" --target "${first_targets[@]}" \
+    >>"$out/build.log" 2>&1 || { note "test: rebuilding ${first_targets[*]} FAILED (log build.log)"; return 1; }
+  after=$(stat -c %Y "$build_dir/megabatch" "$build_dir/megabatch_gpu_tests" 2>/dev/null)
+  if [[ $before != "$after" ]]; then
+    rm -f "$passed_file"
+    note "test: the sources changed since the build: rebuilt, and every test runs again"
+  fi
+}
+
 phase_test() {
-  local log=$out/test.log rc jobs
-  if [[ ! -x $build_dir/megabatch || ! -f $build_dir/megabatch-env.sh ]]; then
-    note "test: no build in $build_dir: building first"
+  local status=0 select=(-LE '^(gpu|slurm|style)$') python_skip=""
+  if ! built; then
+    note "test: no build in $build_dir (a fresh machine?): building first"
     phase_build || return 1
   fi
+  refresh_first_targets || return 1
   # shellcheck disable=SC1091  # written by build-gpu.sh
   . "$build_dir/megabatch-env.sh"
-  export MEGABATCH_TEST_DEVICE=cuda
-  jobs=${MB_TEST_JOBS:-$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))}
-  local select=(-LE '^(slurm|style)$')
-  if [[ -n ${MB_CTEST_ARGS+set} ]]; then
-    read -ra select <<<"$MB_CTEST_ARGS"
+  export MEGABATCH_TEST_DEVICE=${MB_TEST_DEVICE:-cuda}
+  # The gpu entries first: they need megabatch and megabatch_gpu_tests only.
+  if ctest --test-dir "$build_dir" -N -L '^gpu$' | grep -q 'Test *#'; then
+    run_ctest "test -L gpu" "" -L '^gpu$' || status=1
+  else
+    note "test: this build registers no gpu tests (not a CUDA build: see the feature summary)"
+    [[ ${MEGABATCH_CUDA:-ON} == OFF ]] || status=1
   fi
-  {
-    echo "== MEGABATCH_TEST_DEVICE=cuda ctest -j $jobs ${select[*]} (budget $(left) s)"
-    nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 || true
-  } >"$log"
-  run_until_deadline 15 ctest --test-dir "$build_dir" -j "$jobs" --output-on-failure \
-    "${select[@]}" >>"$log" 2>&1
-  rc=$?
-  [[ $rc -eq 124 ]] && note "test: cut at the time budget: the summary below is partial"
-  note "test: ctest rc $rc (selection: ${select[*]}); log test.log"
-  grep -E 'tests passed|tests failed|^ *[0-9]+ - .*\((Failed|Timeout|Not Run|SEGFAULT|Subprocess aborted|Exception)\)|Total Test time' \
-    "$log" | tee -a "$summary"
-  # Per-label times, when ctest printed them.
-  sed -n '/^Label Time Summary:/,/^$/p' "$log" >>"$summary"
-  return "$rc"
+  [[ $(left) -gt 90 ]] || { note "test: no time left for the rest of the suite"; return 1; }
+  build_rest || return 1
+  if ! MB_PYTHON_FOR_TESTS=$(python_for_tests) python_modules_ok; then
+    python_skip='py\..*'
+    note "test: skipping the $(ctest --test-dir "$build_dir" -N -R '^py\.' | grep -c 'Test *#') Python tests (py.*): their python lacks modules"
+  fi
+  [[ -n ${MB_CTEST_ARGS:-} ]] && read -ra select <<<"${select[*]} $MB_CTEST_ARGS"
+  run_ctest "test (rest of the suite)" "$python_skip" "${select[@]}" || status=1
+  return "$status"
+}
+
+# The interpreter the build's Python tests run with (MB_PYTHON in its CMake cache).
+python_for_tests() {
+  sed -n 's/^MB_PYTHON:[A-Z]*=//p' "$build_dir/CMakeCache.txt" 2>/dev/null | grep . || echo python3
 }
 
 phase_bench() {
@@ -151,7 +406,11 @@ phase_bench() {
     note "bench: $script is not in this tree: skipped"
     return 0
   fi
-  [[ -x $build_dir/megabatch ]] || { note "bench: no $build_dir/megabatch: run the build phase first"; return 1; }
+  built || { note "bench: no build in $build_dir: run the build phase first"; return 1; }
+  if ! python_modules_ok; then
+    note "bench: skipped: $script imports torch, h5py and numpy"
+    return 1
+  fi
   # shellcheck disable=SC1091  # written by build-gpu.sh
   . "$build_dir/megabatch-env.sh"
   mkdir -p "$out/bench"
@@ -163,12 +422,22 @@ phase_bench() {
   return "$rc"
 }
 
+# The device tool returns files of at most 16 MiB: keep the head and the tail of larger logs.
+trim_logs() {
+  local file limit=$((15 * 1024 * 1024))
+  for file in "$out"/*.log; do
+    [[ -f $file && $(stat -c %s "$file") -gt $limit ]] || continue
+    { head -c 1048576 "$file"; printf '\n[... trimmed by gpu-session.sh ...]\n'; tail -c 13631488 "$file"; } >"$file.tmp"
+    mv "$file.tmp" "$file"
+  done
+}
+
 status=0
 echo "== gpu-session $(date -u '+%F %T UTC'): phases ${phases[*]}, budget ${budget} s" >>"$summary"
 for phase in "${phases[@]}"; do
   case $phase in
-    build | test | bench) ;;
-    *) echo "gpu-session: unknown phase $phase (build, test, bench)" >&2; exit 2 ;;
+    prepare | build | test | bench) ;;
+    *) echo "gpu-session: unknown phase $phase (prepare, build, test, bench)" >&2; exit 2 ;;
   esac
   if [[ $(left) -le 30 ]]; then
     note "$phase: skipped, the time budget is spent"
@@ -176,16 +445,13 @@ for phase in "${phases[@]}"; do
     continue
   fi
   start=$(date +%s)
-  case $phase in
-    build) phase_build ;;
-    test) phase_test ;;
-    bench) phase_bench ;;
-  esac
+  "phase_$phase"
   rc=$?
-  note "$phase: $(( $(date +%s) - start )) s"
+  note "$phase: $(($(date +%s) - start)) s"
   [[ $rc -eq 0 ]] || status=1
-  # A failed build leaves nothing to test or measure.
-  [[ $phase == build && $rc -ne 0 ]] && break
+  # A failed prepare or build leaves nothing to carry, test or measure.
+  [[ ($phase == build || $phase == prepare) && $rc -ne 0 ]] && break
 done
+trim_logs
 echo "gpu-session: summary in $summary"
 exit "$status"

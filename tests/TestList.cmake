@@ -12,6 +12,7 @@ include(${CMAKE_CURRENT_SOURCE_DIR}/reliability/Tests.cmake OPTIONAL)
 include(${CMAKE_CURRENT_SOURCE_DIR}/launch/Tests.cmake OPTIONAL)
 include(${CMAKE_CURRENT_SOURCE_DIR}/slurm/Tests.cmake OPTIONAL)
 include(${CMAKE_CURRENT_SOURCE_DIR}/gpu/Tests.cmake OPTIONAL)  # CUDA builds only
+include(${CMAKE_CURRENT_SOURCE_DIR}/cmake/Tests.cmake OPTIONAL)
 
 # Style: every C++ file follows .clang-format (fails, never skips, without clang-format).
 file(GLOB_RECURSE MB_STYLE_FILES CONFIGURE_DEPENDS

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -153,6 +154,9 @@ class NcclCommunicator final : public Communicator {
     Watchdog::Scope scope;  // open until `done` fires: the watchdog times the collective
   };
 
+  void stopMonitor() noexcept;
+  void releaseNccl() noexcept;  // Note [NCCL teardown]
+  void endComm() noexcept;
   void requireDeviceTensor(const at::Tensor& tensor, const std::string& label) const;
   // Orders the communicator's stream after the caller's current stream, runs `enqueue` (the
   // NCCL call) on it, and returns the completion event. Callers hold mutex_.
@@ -192,17 +196,57 @@ NcclCommunicator::NcclCommunicator(const ncclUniqueId& id, int rank, int size, i
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  stopMonitor();
+  releaseNccl();
+}
+
+void NcclCommunicator::stopMonitor() noexcept {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
   if (monitor_.joinable()) monitor_.join();
-  DeviceGuard guard(device_);
-  if (!aborted_.exchange(true) && comm_ != nullptr) MB_NCCL_CHECK_ABORT(ncclCommDestroy(comm_));
+}
+
+// Note [NCCL teardown]
+// The destructor never throws and never aborts: it may run while the process exits, e.g. for a
+// communicator held by a static that is destroyed after the CUDA runtime has shut down. Then
+// every CUDA call fails (cudaErrorCudartUnloading) and NCCL's would touch freed state, so nothing
+// is released: the exiting process frees it. Otherwise a communicator with an asynchronous error
+// is aborted (ncclCommDestroy would wait for its stuck work), a healthy one destroyed, and a
+// failure is logged. One that abort() already ended has nothing left to free.
+void NcclCommunicator::releaseNccl() noexcept {
+  int previous = 0;
+  cudaError_t runtime = cudaGetDevice(&previous);
+  if (runtime != cudaSuccess) {
+    if (comm_ != nullptr && !aborted_) {  // likely after the logger too: plain stderr
+      std::fprintf(stderr,
+                   "megabatch: [dist] the NCCL communicator of rank %d is left to the exiting "
+                   "process: the CUDA runtime is gone (%s)\n",
+                   rank_, cudaGetErrorString(runtime));
+    }
+    return;
+  }
+  if (previous != device_) cudaSetDevice(device_);
+  if (comm_ != nullptr && !aborted_.exchange(true)) endComm();
   inFlight_.clear();
   ready_.reset();
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  if (previous != device_) cudaSetDevice(previous);
+}
+
+void NcclCommunicator::endComm() noexcept {
+  ncclResult_t asyncError = ncclSuccess;
+  ncclCommGetAsyncError(comm_, &asyncError);
+  bool broken = asyncError != ncclSuccess && asyncError != ncclInProgress;
+  ncclResult_t result = broken ? ncclCommAbort(comm_) : ncclCommDestroy(comm_);
+  if (result == ncclSuccess) return;
+  try {
+    log::get("dist").warn("rank {}: {} failed while tearing down: {} (ignored)", rank_,
+                          broken ? "ncclCommAbort" : "ncclCommDestroy", ncclGetErrorString(result));
+  } catch (...) {  // nothing may escape a destructor
+  }
 }
 
 void NcclCommunicator::abort() noexcept {

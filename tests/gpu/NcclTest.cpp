@@ -1,11 +1,13 @@
 // NCCL with a world of one (the DESIGN.md bootstrap over the control communicator, then
 // ncclCommInitRank): every collective of the Communicator interface on CUDA tensors against the
 // values expected from rank and size, the stream contract (a collective sees the kernels queued
-// before it; work queued after wait() sees its result), and the gradient reducer over NCCL.
+// before it; work queued after wait() sees its result), the gradient reducer over NCCL, and
+// teardown (Note [NCCL teardown] in src/dist/NcclCommunicator.cpp).
 #include <gtest/gtest.h>
 
 #include <ATen/Functions.h>
 
+#include "common/Error.h"
 #include "config/Config.h"
 #include "dist/GradientReducer.h"
 #include "tests/dist/TestModels.h"
@@ -14,20 +16,41 @@
 namespace mb {
 namespace {
 
-std::shared_ptr<dist::Communicator> nccl() {
-  static auto comm =
-      test::gpuRuntime().makeDataCommunicator(BackendKind::kNccl, "cuda", test::gpu().index());
-  return comm;
+std::shared_ptr<dist::Communicator> makeNccl() {
+  return test::gpuRuntime().makeDataCommunicator(BackendKind::kNccl, "cuda", test::gpu().index());
 }
 
-TEST(GpuNccl, AWorldOfOneGetsAnNcclCommunicator) {
+// One communicator for the suite, destroyed when the suite ends, inside RUN_ALL_TESTS: a static
+// would be destroyed at exit, possibly after the CUDA runtime.
+class GpuNccl : public ::testing::Test {
+ public:
+  static void TearDownTestSuite() {
+    std::weak_ptr<dist::Communicator> watch = shared_;
+    shared_.reset();
+    EXPECT_TRUE(watch.expired())
+        << "something still holds the suite's NCCL communicator: it would be destroyed at exit";
+  }
+
+ protected:
+  static std::shared_ptr<dist::Communicator> nccl() {
+    if (!shared_) shared_ = makeNccl();
+    return shared_;
+  }
+
+ private:
+  static std::shared_ptr<dist::Communicator> shared_;
+};
+
+std::shared_ptr<dist::Communicator> GpuNccl::shared_;
+
+TEST_F(GpuNccl, AWorldOfOneGetsAnNcclCommunicator) {
   auto comm = nccl();
   EXPECT_EQ(comm->backendName(), "nccl");
   EXPECT_EQ(comm->size(), 1);
   EXPECT_EQ(comm->rank(), 0);
 }
 
-TEST(GpuNccl, AllReduceOfEveryOpAndDtypeGivesTheExpectedValues) {
+TEST_F(GpuNccl, AllReduceOfEveryOpAndDtypeGivesTheExpectedValues) {
   auto comm = nccl();
   const int w = comm->size();
   const int rank = comm->rank();
@@ -62,7 +85,7 @@ TEST(GpuNccl, AllReduceOfEveryOpAndDtypeGivesTheExpectedValues) {
   }
 }
 
-TEST(GpuNccl, BroadcastAllGatherAndBarrier) {
+TEST_F(GpuNccl, BroadcastAllGatherAndBarrier) {
   auto comm = nccl();
   const auto on = at::TensorOptions().device(test::gpu());
   for (int root = 0; root < comm->size(); ++root) {
@@ -81,7 +104,7 @@ TEST(GpuNccl, BroadcastAllGatherAndBarrier) {
 
 // Nothing synchronises the host between the kernels and the collectives: only the stream
 // contract (event on the caller's stream, wait() makes the caller's stream wait) orders them.
-TEST(GpuNccl, CollectivesAreOrderedWithTheCallersStream) {
+TEST_F(GpuNccl, CollectivesAreOrderedWithTheCallersStream) {
   auto comm = nccl();
   const int w = comm->size();
   const auto on = at::TensorOptions().device(test::gpu());
@@ -101,7 +124,7 @@ TEST(GpuNccl, CollectivesAreOrderedWithTheCallersStream) {
   }
 }
 
-TEST(GpuNccl, ReducerOverNcclGivesThePlainGradients) {
+TEST_F(GpuNccl, ReducerOverNcclGivesThePlainGradients) {
   torch::manual_seed(3);
   test::MlpStack model(32, 4);
   model->to(test::gpu());
@@ -125,6 +148,33 @@ TEST(GpuNccl, ReducerOverNcclGivesThePlainGradients) {
     // W = 1: the sum over ranks is this rank's gradient (cuBLAS need not repeat its last bit).
     EXPECT_TRUE(at::allclose(params[i].grad(), expected[i], 1e-6, 1e-7)) << "parameter " << i;
   }
+}
+
+// A second communicator beside the suite's: destroying it (ncclCommDestroy) must leave the device
+// and the other communicator working, and a new one must start.
+TEST_F(GpuNccl, DestroyingACommunicatorLeavesTheOthersWorking) {
+  const auto on = at::TensorOptions().device(test::gpu());
+  for (int round = 0; round < 2; ++round) {
+    auto extra = makeNccl();
+    at::Tensor t = at::full({1000}, 3.0 + round, on);
+    extra->allReduce(t, dist::ReduceOp::kSum);
+    EXPECT_TRUE(at::all(t.cpu() == 3.0 + round).item<bool>()) << "round " << round;
+    extra.reset();
+  }
+  at::Tensor t = at::full({10}, 7.0, on);
+  nccl()->allReduce(t, dist::ReduceOp::kMax);
+  EXPECT_TRUE(at::all(t.cpu() == 7.0).item<bool>());
+}
+
+// The watchdog's path: abort() ends the communicator (ncclCommAbort), later collectives refuse
+// with an error, and the destructor then frees only the CUDA stream and events.
+TEST_F(GpuNccl, AnAbortedCommunicatorRefusesWorkAndIsDestroyedQuietly) {
+  auto extra = makeNccl();
+  extra->abort();
+  at::Tensor t = at::ones({4}, at::TensorOptions().device(test::gpu()));
+  EXPECT_THROW(extra->allReduce(t, dist::ReduceOp::kSum), RuntimeError);
+  extra.reset();
+  nccl()->barrier();  // the device still works
 }
 
 }  // namespace
