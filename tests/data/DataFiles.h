@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <ATen/Functions.h>
+#include <ATen/TensorOperators.h>
 
 #include "common/Hdf5.h"
 #include "config/Config.h"
