@@ -2,6 +2,7 @@
 #include "data/LayoutRegistry.h"
 
 #include "common/Error.h"
+#include "common/Registry.h"
 #include "common/Strings.h"
 #include "data/Layout.h"
 #include "data/layouts/SamplesLayout.h"
@@ -20,17 +21,11 @@ const std::vector<LayoutKind>& layoutKinds() {
 }
 
 const LayoutKind* findLayoutKind(const std::string& name) {
-  for (const auto& kind : layoutKinds()) {
-    if (kind.name == name) return &kind;
-  }
-  return nullptr;
+  return registry::find(layoutKinds(), name);
 }
 
 std::vector<std::string> layoutNames() {
-  std::vector<std::string> names;
-  for (const auto& kind : layoutKinds())
-    names.push_back(kind.name);
-  return names;
+  return registry::names(layoutKinds());
 }
 
 const LayoutKind& layoutKind(const std::string& name) {

@@ -115,11 +115,25 @@ std::vector<Generation> generate(Gpt& model, const at::Tensor& prompts,
   return out;
 }
 
-Generation generateText(Model& model, const std::string& prompt, const SamplingOptions& options) {
+namespace {
+
+Gpt& generator(Model& model) {
   auto* gpt = dynamic_cast<Gpt*>(&model);
   if (!gpt)
     throw RuntimeError("sampling needs a gpt model (model.kind = gpt), this one is " +
                        model.kind());
+  return *gpt;
+}
+
+}  // namespace
+
+std::vector<Generation> generate(Model& model, const at::Tensor& prompts,
+                                 const SamplingOptions& options) {
+  return generate(generator(model), prompts, options);
+}
+
+Generation generateText(Model& model, const std::string& prompt, const SamplingOptions& options) {
+  Gpt* gpt = &generator(model);
   if (prompt.empty()) throw ConfigError("--prompt is empty: give at least one character");
   std::vector<std::int64_t> tokens = encodeBytes(prompt, gpt->options().vocab);
   at::Tensor prompts = at::tensor(tokens, at::kLong).unsqueeze(0);  // [1, T0]

@@ -43,6 +43,10 @@ struct Generation {
 std::vector<Generation> generate(Gpt& model, const at::Tensor& prompts,
                                  const SamplingOptions& options);
 
+// As above for any model: throws RuntimeError when `model` cannot generate (not a gpt).
+std::vector<Generation> generate(Model& model, const at::Tensor& prompts,
+                                 const SamplingOptions& options);
+
 // One prompt as bytes. Throws RuntimeError when `model` is not a gpt, ConfigError when a
 // prompt byte is outside the model's vocabulary.
 Generation generateText(Model& model, const std::string& prompt, const SamplingOptions& options);

@@ -2,6 +2,7 @@
 #include "model/ModelRegistry.h"
 
 #include "common/Error.h"
+#include "common/Registry.h"
 #include "common/Strings.h"
 #include "model/Gpt.h"
 #include "model/Lstm.h"
@@ -19,17 +20,11 @@ const std::vector<ModelKind>& modelKinds() {
 }
 
 const ModelKind* findModelKind(const std::string& name) {
-  for (const auto& kind : modelKinds()) {
-    if (kind.name == name) return &kind;
-  }
-  return nullptr;
+  return registry::find(modelKinds(), name);
 }
 
 std::vector<std::string> modelKindNames() {
-  std::vector<std::string> names;
-  for (const auto& kind : modelKinds())
-    names.push_back(kind.name);
-  return names;
+  return registry::names(modelKinds());
 }
 
 const ModelKind& modelKind(const std::string& name) {

@@ -10,7 +10,6 @@
 #include "data/ShardedData.h"
 #include "dist/Communicator.h"
 #include "model/Generate.h"
-#include "model/Gpt.h"
 #include "model/Model.h"
 #include "train/Precision.h"
 
@@ -107,9 +106,6 @@ std::optional<ExactMatch> arithmeticExactMatch(model::Model& model, const std::s
   for (std::size_t i = 0; i < count; ++i)
     byLength[inputs[i].size()].push_back(i);
   std::vector<std::string> generated(count);
-  auto* gpt = dynamic_cast<model::Gpt*>(&model);
-  if (gpt == nullptr)
-    throw ConfigError("exact-match evaluation needs a gpt model (model.kind = gpt)");
   for (const auto& [length, indices] : byLength) {
     at::Tensor batch = at::empty(
         {static_cast<std::int64_t>(indices.size()), static_cast<std::int64_t>(length)}, at::kLong);
@@ -118,7 +114,7 @@ std::optional<ExactMatch> arithmeticExactMatch(model::Model& model, const std::s
       for (std::size_t c = 0; c < length; ++c)
         batch[row][c] = static_cast<std::int64_t>(static_cast<unsigned char>(p[c]));
     }
-    std::vector<model::Generation> out = model::generate(*gpt, batch, options);
+    std::vector<model::Generation> out = model::generate(model, batch, options);
     for (std::size_t row = 0; row < indices.size(); ++row)
       generated[indices[row]] = out[row].text;
   }

@@ -1,0 +1,161 @@
+"""Two builds of megabatch side by side, for a change that must not cost speed (a refactor):
+the host-resident window gather of the LSTM seed shape (bench/data/gather_bench.py's file and
+`megabatch data check`) and CPU training throughput of the demo LSTM and the tiny GPT
+(bench/models/cpu_throughput.py's runs), one thread each.
+
+    /usr/bin/python3 bench/compare_builds.py NEW_BUILD OLD_BUILD [--repeats 7]
+
+Every repeat runs the new and the old build back to back, in alternating order, so that load
+on the host hits both alike; the ratio reported is the median of the per-repeat ratios
+old / new (> 1: the new build is faster). Training is compared on wall time per step and on
+CPU time per step (less sensitive to other load on the machine).
+
+    /usr/bin/python3 bench/compare_builds.py NEW_BUILD OLD_BUILD --instructions
+
+counts instructions instead (valgrind's callgrind, one thread): per gathered batch and per
+training step, as the difference between a long and a short run (start-up and loading cancel).
+Instruction counts do not move with load on the host, so they settle "no regression" on a busy
+machine where times cannot; they do not see memory stalls, which the timed mode does.
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "data"))
+sys.path.insert(0, os.path.join(HERE, "models"))
+import cpu_throughput  # noqa: E402
+import gather_bench  # noqa: E402
+
+ROOT = os.path.dirname(HERE)
+
+
+def gather_config(workdir, path):
+    config = os.path.join(workdir, "gather.yaml")
+    with open(config, "w") as f:
+        f.write("data:\n  path: %s\n  layout: series\n  streams: [{name: m1, window: %d}]\n"
+                "  canonical_shards: 16\n  residency: host\ntrain: {global_batch: %d}\n"
+                % (path, gather_bench.WINDOW, gather_bench.BATCH))
+    return config
+
+
+def paired(repeats, run_new, run_old):
+    """[(new, old)] per repeat, alternating which runs first."""
+    pairs = []
+    for r in range(repeats):
+        if r % 2 == 0:
+            new, old = run_new(r), run_old(r)
+        else:
+            old, new = run_old(r), run_new(r)
+        pairs.append((new, old))
+    return pairs
+
+
+def summarise(name, unit, pairs):
+    new = statistics.median(p[0] for p in pairs)
+    old = statistics.median(p[1] for p in pairs)
+    ratio = statistics.median(p[1] / p[0] for p in pairs)
+    spread = "%.2f..%.2f" % (min(p[1] / p[0] for p in pairs), max(p[1] / p[0] for p in pairs))
+    print("| %s | %.3f %s | %.3f %s | **%.3f** | %s |" % (name, new, unit, old, unit, ratio, spread), flush=True)
+
+
+def instructions(cmd):
+    """Instructions the command executes (callgrind, one thread)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"] + cmd, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, universal_newlines=True)
+    if out.returncode != 0:
+        raise SystemExit("%s failed:\n%s" % (" ".join(cmd), out.stderr[-3000:]))
+    return int(re.search(r"Collected : (\d+)", out.stderr).group(1))
+
+
+def per_unit(make_cmd, short, long):
+    """Instructions per unit (batch or step): (I(long) - I(short)) / (long - short)."""
+    return (instructions(make_cmd(long)) - instructions(make_cmd(short))) / (long - short)
+
+
+def train_cmd(binary, config, path, run_dir):
+    def make(steps):
+        return [binary, "train", "--config", config, "data.path=" + path, "run.dir=%s-%d" % (run_dir, steps),
+                "run.resume=never", "train.max_steps=%d" % steps, "train.eval_every=0", "run.log_every=%d" % steps,
+                "run.checkpoint_every=0", "train.eval_batches=1", "train.threads=1", "train.precision=fp32",
+                "run.progress=lines"]
+    return make
+
+
+def count_instructions(binaries, workdir, config, args):
+    print("\n| measure | new | old | old / new |")
+    print("|---|---|---|---|")
+
+    def row(name, counts):
+        print("| %s | %.4g | %.4g | **%.4f** |" % (name, counts["new"], counts["old"], counts["old"] / counts["new"]),
+              flush=True)
+
+    report = os.path.join(workdir, "report.json")
+    if not args.skip_gather:
+        row("gather, instructions per batch (LSTM seed shape)",
+            {side: per_unit(lambda n, b=b: [b, "data", "check", "--config", config, "--batches", str(n), "--report",
+                                            report], 10, 10 + args.batches) for side, b in binaries.items()})
+    demo, arith = os.path.join(workdir, "demo-small.h5"), os.path.join(workdir, "arith-small.h5")
+    # Small files: loading and value checks cancel in the difference, but run ~50x slower here.
+    for tool, out, extra in (("synth-series", demo, ["--rows", "20000"]),
+                             ("arith", arith, ["--problems", "5000", "--heldout", "100"])):
+        subprocess.run([binaries["new"], "data", tool, "--out", out] + extra, check=True, stdout=subprocess.DEVNULL)
+    for name, cfg, path in (("demo LSTM", "demo.yaml", demo), ("tiny GPT", "arith-gpt.yaml", arith)):
+        counts = {}
+        for side, b in binaries.items():
+            make = train_cmd(b, os.path.join(ROOT, "configs", cfg), path, os.path.join(workdir, side + name[-3:]))
+            counts[side] = per_unit(make, 5, 5 + args.steps)
+        row("%s, instructions per train step" % name, counts)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("new")
+    parser.add_argument("old")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--rows", type=int, default=100000)
+    parser.add_argument("--batches", type=int, default=200)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--skip-gather", action="store_true", help="compare training only")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions with callgrind (use small --batches and --steps, e.g. 40 and 10)")
+    args = parser.parse_args()
+    binaries = {side: os.path.join(os.path.abspath(d), "megabatch") for side, d in (("new", args.new), ("old", args.old))}
+    workdir = tempfile.mkdtemp(prefix="mb-compare-")
+    series = os.path.join(workdir, "series.h5")
+    gather_bench.write_series(series, args.rows)
+    config = gather_config(workdir, series)
+    report = os.path.join(workdir, "report.json")
+    if args.instructions:
+        count_instructions(binaries, workdir, config, args)
+        return
+
+    def gather(side):
+        return lambda r: gather_bench.ours(binaries[side], config, args.batches, report, threads=1)
+
+    rows = [("gather, LSTM seed shape (ms per batch, 1 thread)", "ms", paired(args.repeats, gather("new"), gather("old")))]
+    demo, arith = cpu_throughput.make_data(binaries["new"], workdir)
+    for name, cfg, path in (("demo LSTM", "demo.yaml", demo), ("tiny GPT", "arith-gpt.yaml", arith)):
+        def train(side, cfg=cfg, path=path, name=name):
+            def run(r):
+                run_dir = os.path.join(workdir, "%s-%s-%d" % (name.replace(" ", "_"), side, r))
+                return cpu_throughput.time_megabatch(binaries[side], os.path.join(ROOT, "configs", cfg), path, run_dir,
+                                                     1, args.steps, args.warmup)
+            return run
+        pairs = paired(args.repeats, train("new"), train("old"))
+        rows.append(("%s train step, wall (ms)" % name, "ms", [(1e3 * n[0], 1e3 * o[0]) for n, o in pairs]))
+        rows.append(("%s train step, CPU (ms)" % name, "ms", [(1e3 * n[1], 1e3 * o[1]) for n, o in pairs]))
+    print("\n| measure | new (median) | old (median) | old / new (median of per-repeat ratios) | range |")
+    print("|---|---|---|---|---|")
+    for name, unit, pairs in rows:
+        summarise(name, unit, pairs)
+
+
+if __name__ == "__main__":
+    main()
