@@ -377,7 +377,8 @@ void assignLabels(GraphArrays& a, std::vector<GraphLine>& kept, const std::strin
   names.erase(std::unique(names.begin(), names.end()), names.end());
   a.classification = !regression;
   std::optional<LabelKind> firstKind;
-  std::string firstWhere;
+  std::string firstFile;
+  std::int64_t firstLine = 0;
   std::vector<GraphLine> good;
   for (auto& g : kept) {
     const LabelLine& label = *g.label;
@@ -385,8 +386,11 @@ void assignLabels(GraphArrays& a, std::vector<GraphLine>& kept, const std::strin
       LabelKind kind = kindOf(label.value);
       if (!firstKind) {
         firstKind = kind;
-        firstWhere = label.file + ":" + std::to_string(label.line);
+        firstFile = label.file;
+        firstLine = label.line;
       }
+      const std::string firstWhere = (label.file == firstFile ? "line " : firstFile + ":") +
+                                     std::to_string(firstLine);
       if (regression) {
         std::vector<float> row;
         std::int64_t width = valuesOf(label.value, kind, task == "regression", row);

@@ -81,7 +81,7 @@ BAD_JSONL = [
     ("negative label", GOOD, [GOOD_LABELS[0], {"id": 7, "label": -1}, GOOD_LABELS[2]],
      "labels.jsonl:2:", "class label -1 is negative"),
     ("labels of two kinds", GOOD, [GOOD_LABELS[0], {"id": 7, "label": "cat"}, GOOD_LABELS[2]],
-     "labels.jsonl:2:", "label is a name, but the first label (labels.jsonl:1) is a number"),
+     "labels.jsonl:2:", "label is a name, but the first label (line 1) is a number"),
     ("a second label", GOOD, GOOD_LABELS + [{"id": "a", "label": 0}], "labels.jsonl:4:",
      'a second label for id "a" (first on line 1)'),
 ]
@@ -202,7 +202,7 @@ def graphs_file(path, graphs=10, **replace):
 def with_node_types(path, vocab=5, types=None):
     data = graphs_file(path, node_features=None)
     with h5py.File(path, "a") as f:
-        f["node_type"] = types if types is not None else np.arange(data["node_offsets"][-1]) % vocab
+        f["node_type"] = types if types is not None else np.arange(data["node_offsets"][-1]) % 5
         if vocab is not None:
             f["node_type"].attrs["vocab_size"] = vocab
 

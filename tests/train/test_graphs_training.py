@@ -118,18 +118,20 @@ class GraphTrainingTest(mbtest.TempDirTestCase):
         self.assertFalse(np.allclose(train_losses(run_c)[12], losses_a[12], rtol=mbtest.RUN_RTOL))
 
     def test_gin_learns_the_motifs_far_above_the_node_only_baseline(self):
+        """configs/graphs-gin.yaml as shipped, on a smaller file and for fewer steps."""
         f1 = {}
         for conv in ("gin", "none"):
             run = self.path(conv)
-            self.train(2, self.config(run), ["model.conv=" + conv, "train.max_steps=240",
-                                             "train.eval_every=240", "run.log_every=40",
-                                             "train.threads=1"])
+            args = ["train", "--config", mbtest.config_path("graphs-gin.yaml"), "data.path=" + self.data,
+                    "run.dir=" + run, "model.conv=" + conv, "train.max_steps=900",
+                    "data.canonical_shards=4", "run.log_every=100"]
+            self.assertExit(mbtest.mpirun(2, args, timeout=600), 0)
             r = mbtest.run(["eval", "--checkpoint", run, "--split", "test"])
             self.assertExit(r, 0, "test_f1", "test_roc_auc", "test_precision", "test_recall",
                             "test_accuracy")
             f1[conv] = float(re.search(r"test_f1\s+([0-9.eE+-]+)", r.output).group(1))
-        self.assertGreater(f1["gin"], 0.9, f1)
-        self.assertLess(f1["none"], 0.6, f1)  # node counts and types say nothing: about 1/3
+        self.assertGreater(f1["gin"], 0.9, f1)  # 1.0 when measured
+        self.assertLess(f1["none"], 0.6, f1)  # node counts and types say nothing: chance, 0.2-0.35
 
     def test_eval_metrics_in_metrics_jsonl_and_one_prediction_per_graph(self):
         run = self.path("run")
