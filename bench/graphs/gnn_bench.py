@@ -21,6 +21,7 @@ usage: /usr/bin/python3 bench/graphs/gnn_bench.py BUILD_DIR [--repeats 5] [--ste
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -116,13 +117,14 @@ def python_steps(path, batch_size, threads, train_fraction=0.8):
 
 
 def time_python(path, batch, threads, steps, warmup):
+    """(wall seconds, CPU seconds) per step."""
     step = python_steps(path, batch, threads)
     for _ in range(warmup):
         next(step)
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     for _ in range(steps):
         next(step)
-    return (time.perf_counter() - start) / steps
+    return (time.perf_counter() - start) / steps, (time.process_time() - start_cpu) / steps
 
 
 # --- megabatch --------------------------------------------------------------------------
@@ -130,19 +132,33 @@ def time_python(path, batch, threads, steps, warmup):
 def megabatch_command(binary, path, run_dir, threads, batch, steps, log_every):
     return [binary, "train", "--config", os.path.join(ROOT, "configs", "graphs-gin.yaml"),
             "data.path=" + path, "run.dir=" + run_dir, "run.resume=never",
-            "train.max_steps=%d" % steps, "train.eval_every=0", "run.log_every=%d" % log_every,
-            "run.checkpoint_every=0", "train.threads=%d" % threads, "train.precision=fp32",
+            # No checkpoint before the end and a one-batch evaluation at epoch ends: the baseline
+            # does neither, and both would land in the timed log windows.
+            "train.max_steps=%d" % steps, "train.eval_every=0", "train.eval_batches=1",
+            "run.log_every=%d" % log_every, "run.checkpoint_every=1000000",
+            "train.threads=%d" % threads, "train.precision=fp32",
             "train.global_batch=%d" % batch, "train.grad_clip=1.0", "model.layers=%d" % LAYERS,
             "model.hidden=%d" % HIDDEN, "model.head_hidden=%d" % HIDDEN, "optim.weight_decay=0",
             "run.progress=lines"]
 
 
+def child_cpu_seconds(cmd, env):
+    """Runs cmd; returns the CPU seconds (user + system) it and its threads used."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def time_megabatch(binary, path, run_dir, threads, batch, steps, warmup):
-    """Seconds per step over the steps after warm-up, from metrics.jsonl: log windows of `warmup`
-    steps (one host sync per window, as in a real run), the first window dropped."""
+    """(wall, CPU) seconds per step over the steps after warm-up. Wall from metrics.jsonl: log
+    windows of `warmup` steps (one host sync per window, as in a real run), the first window
+    dropped. CPU = (CPU of this run - CPU of a warm-up-only run) / steps: start-up, loading and
+    warm-up cancel, and CPU time is less sensitive than wall time to other load."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     cmd = megabatch_command(binary, path, run_dir, threads, batch, warmup + steps, warmup)
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                   env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
+    short = megabatch_command(binary, path, run_dir + "-short", threads, batch, warmup, warmup)
+    cpu = (child_cpu_seconds(cmd, env) - child_cpu_seconds(short, env)) / steps
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         train = [json.loads(line) for line in f if '"event":"train"' in line]
     seconds, counted, previous = 0.0, 0, 0
@@ -153,7 +169,7 @@ def time_megabatch(binary, path, run_dir, threads, batch, steps, warmup):
             counted += covered
         previous = r["step"]
     assert counted == steps, (counted, steps)
-    return seconds / counted
+    return seconds / counted, cpu
 
 
 # --- launch to first step ----------------------------------------------------------------
@@ -191,6 +207,7 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--graphs", type=int, default=3000)
     parser.add_argument("--first-step-graphs", type=int, default=100000)
+    parser.add_argument("--skip-first-step", action="store_true")
     parser.add_argument("--out", default="")
     parser.add_argument("--first-step-child", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -206,21 +223,26 @@ def main():
         run_dir = os.path.join(workdir, "run-%d" % r)
         mb.append(time_megabatch(binary, path, run_dir, args.threads, args.batch, args.steps, args.warmup))
         py.append(time_python(path, args.batch, args.threads, args.steps, args.warmup))
-        print("repeat %d: megabatch %.2f ms/step, PyTorch + DataLoader %.2f ms/step"
-              % (r, 1e3 * mb[-1], 1e3 * py[-1]), flush=True)
-    result = {"batch": args.batch, "threads": args.threads, "steps": args.steps,
-              "graphs": args.graphs, "megabatch_ms": [1e3 * t for t in mb],
-              "pytorch_ms": [1e3 * t for t in py]}
-    result["megabatch_median_ms"] = statistics.median(result["megabatch_ms"])
-    result["pytorch_median_ms"] = statistics.median(result["pytorch_ms"])
+        print("repeat %d: megabatch %.2f ms/step (CPU %.2f), PyTorch + DataLoader %.2f ms/step (CPU %.2f)"
+              % (r, 1e3 * mb[-1][0], 1e3 * mb[-1][1], 1e3 * py[-1][0], 1e3 * py[-1][1]), flush=True)
+    result = {"batch": args.batch, "threads": args.threads, "steps": args.steps, "graphs": args.graphs}
+    for side, runs in (("megabatch", mb), ("pytorch", py)):
+        result[side + "_wall_ms"] = [1e3 * w for w, _ in runs]
+        result[side + "_cpu_ms"] = [1e3 * c for _, c in runs]
+        result[side + "_median_ms"] = statistics.median(result[side + "_wall_ms"])
+        result[side + "_median_cpu_ms"] = statistics.median(result[side + "_cpu_ms"])
     result["ratio"] = result["pytorch_median_ms"] / result["megabatch_median_ms"]
+    result["cpu_ratio"] = result["pytorch_median_cpu_ms"] / result["megabatch_median_cpu_ms"]
 
+    if args.skip_first_step:
+        args.first_step_graphs = 0
     big = os.path.join(workdir, "big.h5")
-    subprocess.run([binary, "data", "synth-graphs", "--out", big, "--graphs",
-                    str(args.first_step_graphs)], check=True, stdout=subprocess.DEVNULL)
+    if args.first_step_graphs:
+        subprocess.run([binary, "data", "synth-graphs", "--out", big, "--graphs",
+                        str(args.first_step_graphs)], check=True, stdout=subprocess.DEVNULL)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     first_mb, first_py = [], []
-    for r in range(max(1, args.repeats // 2)):
+    for r in range(max(1, args.repeats // 2) if args.first_step_graphs else 0):
         cmd = megabatch_command(binary, big, os.path.join(workdir, "first-%d" % r), args.threads,
                                 args.batch, 1, 1)
         first_mb.append(seconds_to_line(cmd, "step 1/1", env))
@@ -230,15 +252,20 @@ def main():
         print("first step on %d graphs: megabatch %.2f s, PyTorch + DataLoader %.2f s"
               % (args.first_step_graphs, first_mb[-1], first_py[-1]), flush=True)
     result["first_step_graphs"] = args.first_step_graphs
-    result["megabatch_first_step_s"] = statistics.median(first_mb)
-    result["pytorch_first_step_s"] = statistics.median(first_py)
+    result["megabatch_first_step_s"] = statistics.median(first_mb) if first_mb else None
+    result["pytorch_first_step_s"] = statistics.median(first_py) if first_py else None
 
-    print("\n| batch | threads | megabatch ms/step | PyTorch + DataLoader ms/step | ratio |")
-    print("|---|---|---|---|---|")
-    print("| %d | %d | %.2f | %.2f | **%.2f** |" % (args.batch, args.threads, result["megabatch_median_ms"],
-                                                   result["pytorch_median_ms"], result["ratio"]))
-    print("launch to first step, %d graphs: megabatch %.2f s, PyTorch %.2f s"
-          % (args.first_step_graphs, result["megabatch_first_step_s"], result["pytorch_first_step_s"]))
+    print("\n| batch | threads | megabatch ms/step (CPU) | PyTorch + DataLoader ms/step (CPU) "
+          "| ratio, wall | ratio, CPU |")
+    print("|---|---|---|---|---|---|")
+    print("| %d | %d | %.2f (%.2f) | %.2f (%.2f) | **%.2f** | %.2f |" % (
+        args.batch, args.threads, result["megabatch_median_ms"], result["megabatch_median_cpu_ms"],
+        result["pytorch_median_ms"], result["pytorch_median_cpu_ms"], result["ratio"],
+        result["cpu_ratio"]))
+    if first_mb:
+        print("launch to first step, %d graphs: megabatch %.2f s, PyTorch %.2f s"
+              % (args.first_step_graphs, result["megabatch_first_step_s"],
+                 result["pytorch_first_step_s"]))
     print("torch %s, %s" % (torch.__version__, torch.__config__.parallel_info().splitlines()[0]))
     if args.out:
         with open(args.out, "w") as f:

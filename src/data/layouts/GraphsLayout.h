@@ -70,9 +70,6 @@ class GraphsLayout final : public Layout {
   static std::vector<std::int64_t> stratifiedView(const std::vector<std::int64_t>& labels,
                                                   const std::vector<std::int64_t>& blockEnds);
 
-  // The file graph at view position `sample`.
-  std::int64_t fileGraph(std::int64_t sample) const { return view_.at(sample); }
-
  protected:
   void checkInput(const ReadSpec& read, const at::Tensor& values) const override;
 
