@@ -148,7 +148,8 @@ at::Tensor Gnn::forward(const data::Batch& batch) {
     throw RuntimeError("gnn: the batch is not a graph batch (data.layout = graphs gathers them)");
   at::Tensor h = encodeNodes(batch);
   for (const auto& layer : layers_) {
-    at::Tensor z = at::relu(layer->forward(h, batch.edgeIndex, batch.edgeFeatures));
+    // In place: every layer ends in an op whose backward does not need its output.
+    at::Tensor z = layer->forward(h, batch.edgeIndex, batch.edgeFeatures).relu_();
     z = at::dropout(z, dropout_, is_training());
     h = residual_ ? h + z.to(h.scalar_type()) : z;
   }
