@@ -389,8 +389,8 @@ void assignLabels(GraphArrays& a, std::vector<GraphLine>& kept, const std::strin
         firstFile = label.file;
         firstLine = label.line;
       }
-      const std::string firstWhere = (label.file == firstFile ? "line " : firstFile + ":") +
-                                     std::to_string(firstLine);
+      const std::string firstWhere =
+          (label.file == firstFile ? "line " : firstFile + ":") + std::to_string(firstLine);
       if (regression) {
         std::vector<float> row;
         std::int64_t width = valuesOf(label.value, kind, task == "regression", row);

@@ -124,7 +124,8 @@ class GinLayer : public GraphLayer {
   GinLayer(std::int64_t in, std::int64_t out, std::int64_t edgeFeatures) {
     torch::nn::Sequential mlp;
     mlp->push_back(torch::nn::Linear(in, out));
-    mlp->push_back(torch::nn::ReLU(torch::nn::ReLUOptions().inplace(true)));  // on a Linear's output
+    mlp->push_back(
+        torch::nn::ReLU(torch::nn::ReLUOptions().inplace(true)));  // on a Linear's output
     mlp->push_back(torch::nn::Linear(out, out));
     nn_ = register_module("nn", mlp);
     if (edgeFeatures > 0) lin_ = register_module("lin", torch::nn::Linear(edgeFeatures, in));
