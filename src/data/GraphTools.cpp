@@ -231,7 +231,8 @@ class LineReader {
     std::int64_t line = 0;
     while (std::getline(in_, text)) {
       ++line;
-      if (!text.empty() && text.back() == '\r') text.pop_back();
+      if (!text.empty() && text.back() == '\r') text.pop_back();              // CRLF files
+      if (line == 1 && text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);  // a UTF-8 BOM
       if (text.find_first_not_of(" \t") == std::string::npos) continue;
       try {
         json::Value tree;

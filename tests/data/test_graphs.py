@@ -144,6 +144,14 @@ class ConverterTest(mbtest.TempDirTestCase):
                 self.assertFalse(os.path.exists(self.path("g.h5")), name)
                 self.assertFalse(os.path.exists(self.path("g.h5.tmp")), name)
 
+    def test_windows_line_ends_and_a_byte_order_mark(self):
+        with open(self.path("graphs.jsonl"), "wb") as f:
+            f.write(b"\xef\xbb\xbf" + b"\r\n".join(json.dumps(g).encode() for g in GOOD) + b"\r\n")
+        labels = write_lines(self.path("labels.jsonl"), GOOD_LABELS)
+        r = mbtest.run(["data", "graphs", "--graphs", self.path("graphs.jsonl"), "--labels", labels,
+                        "--out", self.path("g.h5")])
+        self.assertExit(r, 0, "3 graphs")
+
     def test_missing_input_file(self):
         r = mbtest.run(["data", "graphs", "--graphs", self.path("nope.jsonl"), "--out",
                         self.path("g.h5")])
