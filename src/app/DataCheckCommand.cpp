@@ -92,6 +92,14 @@ void writeBatch(hid_t file, const std::string& group, const data::Batch& batch) 
                     ExitCode::kFailure);
   h5::writeTensor(g.get(), "targets", batch.targets.cpu(), {}, ExitCode::kFailure);
   h5::writeTensor(g.get(), "sample_index", batch.sampleIndex.cpu(), {}, ExitCode::kFailure);
+  const std::pair<const char*, const at::Tensor*> graph[] = {{"node_features", &batch.nodeFeatures},
+                                                             {"node_type", &batch.nodeTypes},
+                                                             {"edge_index", &batch.edgeIndex},
+                                                             {"edge_features", &batch.edgeFeatures},
+                                                             {"node_graph", &batch.nodeGraph}};
+  for (const auto& [name, tensor] : graph) {
+    if (tensor->defined()) h5::writeTensor(g.get(), name, tensor->cpu(), {}, ExitCode::kFailure);
+  }
 }
 
 // Times (and optionally dumps) the first `count` train batches of epoch 0; median ms.

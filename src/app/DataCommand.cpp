@@ -1,6 +1,6 @@
-// megabatch data synth-series | arith | text | check (docs/data-format.md "Tools").
-// The writers run on rank 0 (inside dist::agreed, so an error there ends every rank); `check`
-// is collective: it loads a dataset under a config exactly as training would.
+// megabatch data synth-series | arith | text | graphs | synth-graphs | check (docs/data-format.md
+// "Tools"). The writers run on rank 0 (inside dist::agreed, so an error there ends every rank);
+// `check` is collective: it loads a dataset under a config exactly as training would.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -23,7 +23,7 @@
 namespace mb::app {
 namespace {
 
-const char* kSubcommands = "synth-series, arith, text, or check";
+const char* kSubcommands = "synth-series, arith, text, graphs, synth-graphs, or check";
 
 void onRankZero(dist::Runtime& runtime, const std::string& phase,
                 const std::function<void()>& body) {
@@ -87,6 +87,46 @@ int text(const ParsedArgs& args, dist::Runtime& runtime) {
   return 0;
 }
 
+int graphs(const ParsedArgs& args, dist::Runtime& runtime) {
+  data::GraphsJsonlOptions o;
+  o.graphs = args.get("graphs");
+  o.labels = args.get("labels");
+  o.out = args.get("out");
+  o.skipBad = args.has("skip-bad");
+  o.undirected = args.has("undirected");
+  o.shuffle = args.has("shuffle");
+  o.seed = seedOf(args);
+  o.task = args.get("task", o.task);
+  o.write = writeSettings(args);
+  onRankZero(runtime, "writing " + o.out, [&] {
+    data::GraphsReport report = data::convertGraphsJsonl(o);
+    std::printf("wrote %s: graphs layout, %s\n", o.out.c_str(), report.summary().c_str());
+  });
+  return 0;
+}
+
+int synthGraphs(const ParsedArgs& args, dist::Runtime& runtime) {
+  data::SynthGraphsOptions o;
+  o.out = args.get("out");
+  o.graphs = args.getInt("graphs", o.graphs);
+  o.minNodes = args.getInt("min-nodes", o.minNodes);
+  o.maxNodes = args.getInt("max-nodes", o.maxNodes);
+  o.nodeTypes = args.getInt("node-types", o.nodeTypes);
+  o.features = args.getInt("features", o.features);
+  o.seed = seedOf(args);
+  o.jsonlDir = args.get("jsonl");
+  o.write = writeSettings(args);
+  onRankZero(runtime, "writing " + o.out, [&] {
+    data::GraphsReport report = data::writeSynthGraphs(o);
+    std::printf(
+        "wrote %s: graphs layout, %s\n%s", o.out.c_str(), report.summary().c_str(),
+        o.jsonlDir.empty()
+            ? ""
+            : ("and " + o.jsonlDir + "/graphs.jsonl, " + o.jsonlDir + "/labels.jsonl\n").c_str());
+  });
+  return 0;
+}
+
 }  // namespace
 
 int runDataCheck(const ParsedArgs& args, dist::Runtime& runtime);
@@ -104,9 +144,11 @@ int runData(const ParsedArgs& args, dist::Runtime& runtime) {
   if (sub == "synth-series") return synthSeries(args, runtime);
   if (sub == "arith") return arith(args, runtime);
   if (sub == "text") return text(args, runtime);
+  if (sub == "graphs") return graphs(args, runtime);
+  if (sub == "synth-graphs") return synthGraphs(args, runtime);
   std::string best;
   std::size_t distance = 99;
-  for (const char* name : {"synth-series", "arith", "text", "check"}) {
+  for (const char* name : {"synth-series", "arith", "text", "graphs", "synth-graphs", "check"}) {
     if (str::editDistance(sub, name) < distance) {
       distance = str::editDistance(sub, name);
       best = name;

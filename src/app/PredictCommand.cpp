@@ -1,11 +1,15 @@
 // megabatch predict --checkpoint CKPT --data FILE --out FILE.h5 [--split all|train|val|test]
-// Runs a trained lstm or mlp over a split of a data file and writes its predictions to HDF5,
+// Runs a trained lstm, mlp or gnn over a split of a data file and writes its predictions to HDF5,
 // one row per sample, aligned with the sample timestamps:
 //   /predictions   [M] or [M, K] (regression), or [M, C] logits (classification)
 //   /predicted_class [M] int64 (classification)
 //   /sample_index  [M] int64: the row of the data file's samples
 //   /timestamps    [M] int64: the data file's /timestamps of those samples (when it has them)
 //   /targets       the data file's targets of those samples
+//   /probabilities [M, C] (classification): softmax of the logits
+//   /<sample ids>  the rows of the data file's sample-id dataset (graphs: /graph_id), if any
+// Rows are in the order of /sample_index (the file's sample order), one per sample: for graphs,
+// one per graph of the chosen splits.
 // Attributes name the checkpoint, its step, the data file and the split.
 #include <cstdio>
 #include <filesystem>
@@ -61,10 +65,24 @@ at::Tensor timestampsOf(const Config& config, const at::Tensor& sampleIndex) {
   return all.index_select(0, sampleIndex);
 }
 
+// The rows of the data file's per-sample id dataset (e.g. /graph_id) for `sampleIndex`.
+at::Tensor sampleIdsOf(const Config& config, const std::string& dataset,
+                       const at::Tensor& sampleIndex) {
+  if (dataset.empty()) return {};
+  std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
+  h5::Handle file = h5::openFile(config.data.path, false, ExitCode::kData);
+  return h5::readTensor(file.get(), dataset, ExitCode::kData).index_select(0, sampleIndex);
+}
+
 void writePredictions(const std::string& path, const train::TrainedModel& run, const Config& config,
-                      const std::string& split, const Predictions& p) {
-  at::Tensor outputs = at::cat(p.outputs), indices = at::cat(p.indices),
-             targets = at::cat(p.targets);
+                      const std::string& split, const std::string& sampleIds,
+                      const Predictions& p) {
+  at::Tensor indices = at::cat(p.indices);
+  // In the file's sample order: a layout may number samples in another order (graphs).
+  at::Tensor order = std::get<1>(indices.sort());
+  indices = indices.index_select(0, order);
+  at::Tensor outputs = at::cat(p.outputs).index_select(0, order);
+  at::Tensor targets = at::cat(p.targets).index_select(0, order);
   std::string tmp = path + ".tmp";
   {
     std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
@@ -73,8 +91,12 @@ void writePredictions(const std::string& path, const train::TrainedModel& run, c
     h5::WriteOptions options;
     options.gzipLevel = 4;
     h5::writeTensor(file.get(), "predictions", outputs, options, code);
-    if (config.model.task == Task::kClassification)
+    if (config.model.task == Task::kClassification) {
       h5::writeTensor(file.get(), "predicted_class", outputs.argmax(1), options, code);
+      h5::writeTensor(file.get(), "probabilities", at::softmax(outputs, 1), options, code);
+    }
+    at::Tensor ids = sampleIdsOf(config, sampleIds, indices);
+    if (ids.defined()) h5::writeTensor(file.get(), sampleIds, ids, options, code);
     h5::writeTensor(file.get(), "sample_index", indices, options, code);
     h5::writeTensor(file.get(), "targets", targets, options, code);
     at::Tensor timestamps = timestampsOf(config, indices);
@@ -112,7 +134,8 @@ int runPredict(const ParsedArgs& args, dist::Runtime& runtime) {
   const std::int64_t batchSize = config.train.microBatch > 0 ? config.train.microBatch : 512;
   for (data::Split split : splits)
     predictSplit(*run.model, *data, split, batchSize, predictions);
-  writePredictions(args.get("out"), run, config, splitName, predictions);
+  writePredictions(args.get("out"), run, config, splitName, data->info().sampleIdDataset,
+                   predictions);
   std::int64_t rows = 0;
   for (const auto& t : predictions.indices)
     rows += t.size(0);

@@ -373,20 +373,25 @@ at::Tensor readRows(hid_t dataset, std::int64_t begin, std::int64_t end, at::Sca
 }
 
 void readRowsInto(hid_t dataset, std::int64_t begin, std::int64_t end, at::Tensor& out,
-                  ExitCode code, const std::string& what, hid_t transfer) {
+                  ExitCode code, const std::string& what, hid_t transfer, int axis) {
   Handle fileSpace(H5Dget_space(dataset), H5Sclose);
   int rank = H5Sget_simple_extent_ndims(fileSpace.get());
   if (rank < 1) throw makeError(code, what + ": a scalar (or empty) dataset has no rows to read");
+  if (axis < 0 || axis >= rank)
+    throw makeError(code, what + ": cannot read along dimension " + std::to_string(axis) +
+                              " of a " + std::to_string(rank) + "-dimensional dataset");
   std::vector<hsize_t> dims(rank);
   H5Sget_simple_extent_dims(fileSpace.get(), dims.data(), nullptr);
-  if (begin < 0 || end < begin || static_cast<hsize_t>(end) > dims[0])
-    throw makeError(code, what + ": rows [" + std::to_string(begin) + ", " + std::to_string(end) +
-                              ") are outside the dataset's " + std::to_string(dims[0]) + " rows");
+  const char* unit = axis == 0 ? "rows" : "columns";
+  if (begin < 0 || end < begin || static_cast<hsize_t>(end) > dims[axis])
+    throw makeError(code, what + ": " + unit + " [" + std::to_string(begin) + ", " +
+                              std::to_string(end) + ") are outside the dataset's " +
+                              std::to_string(dims[axis]) + " " + unit);
   std::vector<hsize_t> start(rank, 0), count = dims;
-  start[0] = static_cast<hsize_t>(begin);
-  count[0] = static_cast<hsize_t>(end - begin);
+  start[axis] = static_cast<hsize_t>(begin);
+  count[axis] = static_cast<hsize_t>(end - begin);
   Handle memSpace(H5Screate_simple(rank, count.data(), nullptr), H5Sclose);
-  if (count[0] == 0) {
+  if (count[axis] == 0) {
     // Collective reads need every rank in H5Dread, even with nothing to read.
     H5Sselect_none(fileSpace.get());
     H5Sselect_none(memSpace.get());
@@ -396,8 +401,8 @@ void readRowsInto(hid_t dataset, std::int64_t begin, std::int64_t end, at::Tenso
   }
   if (H5Dread(dataset, memoryType(out.scalar_type()), memSpace.get(), fileSpace.get(), transfer,
               out.numel() > 0 ? out.data_ptr() : nullptr) < 0)
-    fail(code, what + ": read of rows [" + std::to_string(begin) + ", " + std::to_string(end) +
-                   ") failed (the file may be corrupt or truncated)");
+    fail(code, what + ": read of " + unit + " [" + std::to_string(begin) + ", " +
+                   std::to_string(end) + ") failed (the file may be corrupt or truncated)");
 }
 
 // --- attributes ------------------------------------------------------------------

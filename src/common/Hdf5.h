@@ -109,9 +109,12 @@ at::Tensor readTensor(hid_t loc, const std::string& name, ExitCode code,
 // `as`. `transfer` may be an MPI-IO collective transfer list.
 at::Tensor readRows(hid_t dataset, std::int64_t begin, std::int64_t end, at::ScalarType as,
                     ExitCode code, const std::string& what, hid_t transfer = H5P_DEFAULT);
-// Same, into `out` (a contiguous CPU tensor of the right shape: [end-begin, ...]).
+// Same, into `out` (a contiguous CPU tensor of the right shape: [end-begin, ...]). With
+// axis = 1 the range is along dimension 1 instead (columns of a [2, E] edge list), and `out`
+// is [dims[0], end-begin, ...].
 void readRowsInto(hid_t dataset, std::int64_t begin, std::int64_t end, at::Tensor& out,
-                  ExitCode code, const std::string& what, hid_t transfer = H5P_DEFAULT);
+                  ExitCode code, const std::string& what, hid_t transfer = H5P_DEFAULT,
+                  int axis = 0);
 
 // --- attributes ------------------------------------------------------------------
 

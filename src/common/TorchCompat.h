@@ -9,6 +9,7 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/DeviceType.h>
+#include <c10/util/Exception.h>
 #include <torch/version.h>
 
 #define MB_TORCH_VERSION_AT_LEAST(major, minor) \
@@ -93,6 +94,34 @@ inline at::Tensor scaledDotProductAttention(const at::Tensor& q, const at::Tenso
   if (p > 0.0) weights = at::dropout(weights, p, true);
   return at::bmm(weights, v.reshape({b * h, tk, d})).view({b, h, tq, d});
 #endif
+}
+
+// --- scatter_reduce -------------------------------------------------------------
+// Tensor::scatter_reduce (the same signature in 1.13 and 2.x) prints "scatter_reduce() is in
+// beta" once per process; the graph models call it every step, so the notice is dropped. The
+// warning handler's interface changed in 2.0 (c10::Warning became a class).
+namespace detail {
+#if MB_TORCH_VERSION_AT_LEAST(2, 0)
+class QuietWarnings : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& /*warning*/) override {}
+};
+using WarningGuard = c10::WarningUtils::WarningHandlerGuard;
+#else
+class QuietWarnings : public c10::WarningHandler {
+ public:
+  void process(const c10::SourceLocation& /*where*/, const std::string& /*message*/,
+               bool /*verbatim*/) override {}
+};
+using WarningGuard = c10::Warning::WarningHandlerGuard;
+#endif
+}  // namespace detail
+
+inline at::Tensor scatterReduce(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                                const at::Tensor& src, c10::string_view reduce, bool includeSelf) {
+  static detail::QuietWarnings quiet;
+  detail::WarningGuard guard(&quiet);
+  return self.scatter_reduce(dim, index, src, reduce, includeSelf);
 }
 
 }  // namespace mb::compat

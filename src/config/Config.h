@@ -20,6 +20,10 @@ enum class ScheduleKind { kConstant, kCosine, kLinear };
 enum class BackendKind { kAuto, kNccl, kMpi, kSingle };
 enum class ProgressKind { kAuto, kBar, kLines };
 enum class MetricMode { kMin, kMax };
+// model.kind = gnn (src/model/Gnn.h): the message passing, the graph readout, class weights.
+enum class GraphConv { kGin, kGcn, kGat, kNone };
+enum class GraphPooling { kSum, kMean, kMax, kAttention };
+enum class ClassWeights { kNone, kBalanced };
 
 // One input stream of the `series` layout and the window length the model sees from it.
 struct StreamSpec {
@@ -73,11 +77,15 @@ struct ModelConfig {
   std::int64_t heads = 4;        // GPT attention heads
   std::int64_t headHidden = 64;  // LSTM fusion head width (0 = linear head)
   double dropout = 0.0;
-  bool stateful = false;        // LSTM: carry hidden states across steps per lane
-  std::int64_t lanes = 0;       // stateful: lanes per shard L (0 = global batch / shards)
-  std::int64_t laneStride = 1;  // stateful: items a lane advances per step (Note [Lane order])
-  bool bias = true;             // GPT linear and LayerNorm biases
-  std::int64_t vocabSize = 0;   // GPT: 0 = the data file's vocab_size attribute
+  bool stateful = false;             // LSTM: carry hidden states across steps per lane
+  std::int64_t lanes = 0;            // stateful: lanes per shard L (0 = global batch / shards)
+  std::int64_t laneStride = 1;       // stateful: items a lane advances per step (Note [Lane order])
+  bool bias = true;                  // GPT linear and LayerNorm biases
+  std::int64_t vocabSize = 0;        // GPT: 0 = the data file's vocab_size attribute
+  GraphConv conv = GraphConv::kGin;  // gnn: gin | gcn | gat | none (node MLP)
+  GraphPooling pooling = GraphPooling::kSum;        // gnn: nodes -> one vector per graph
+  bool residual = false;                            // gnn: h + layer(h) between layers
+  ClassWeights classWeights = ClassWeights::kNone;  // classification: none | balanced
 };
 
 struct EarlyStoppingConfig {

@@ -52,6 +52,11 @@ MB_ENUM_TABLE(BackendKind, {BackendKind::kAuto, "auto"}, {BackendKind::kNccl, "n
 MB_ENUM_TABLE(ProgressKind, {ProgressKind::kAuto, "auto"}, {ProgressKind::kBar, "bar"},
               {ProgressKind::kLines, "lines"})
 MB_ENUM_TABLE(MetricMode, {MetricMode::kMin, "min"}, {MetricMode::kMax, "max"})
+MB_ENUM_TABLE(GraphConv, {GraphConv::kGin, "gin"}, {GraphConv::kGcn, "gcn"},
+              {GraphConv::kGat, "gat"}, {GraphConv::kNone, "none"})
+MB_ENUM_TABLE(GraphPooling, {GraphPooling::kSum, "sum"}, {GraphPooling::kMean, "mean"},
+              {GraphPooling::kMax, "max"}, {GraphPooling::kAttention, "attention"})
+MB_ENUM_TABLE(ClassWeights, {ClassWeights::kNone, "none"}, {ClassWeights::kBalanced, "balanced"})
 #undef MB_ENUM_TABLE
 
 template <class E>
@@ -350,7 +355,8 @@ std::vector<ConfigField> buildFields() {
                {"hidden_size", "n_embd", "d_model", "width"}),
       MB_FIELD("model.layers", model.layers, "LSTM layers, GPT blocks, MLP hidden layers",
                {"num_layers", "n_layer", "depth"}),
-      MB_FIELD("model.heads", model.heads, "GPT attention heads", {"n_head", "num_heads"}),
+      MB_FIELD("model.heads", model.heads, "GPT and gnn (gat) attention heads",
+               {"n_head", "num_heads"}),
       MB_FIELD("model.head_hidden", model.headHidden, "LSTM fusion head width; 0 = linear head"),
       MB_FIELD("model.dropout", model.dropout, "dropout probability", {"dropout_rate"}),
       MB_FIELD("model.stateful", model.stateful, "LSTM: carry hidden states across steps per lane"),
@@ -362,6 +368,16 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("model.bias", model.bias, "GPT: biases in linear and LayerNorm layers"),
       MB_FIELD("model.vocab_size", model.vocabSize,
                "GPT vocabulary; 0 = the data file's vocab_size"),
+      MB_FIELD("model.conv", model.conv,
+               "gnn: message passing gin, gcn, gat, or none (a node-wise MLP: the baseline)",
+               {"conv_type", "gnn_type", "message_passing"}),
+      MB_FIELD("model.pooling", model.pooling, "gnn: graph readout sum, mean, max, or attention",
+               {"readout", "pool", "global_pool"}),
+      MB_FIELD("model.residual", model.residual, "gnn: residual connections between layers",
+               {"skip_connections"}),
+      MB_FIELD("model.class_weights", model.classWeights,
+               "classification: none, or balanced (n / (classes x n_c) from the train split)",
+               {"class_weight", "weights"}),
       // train
       MB_FIELD("train.global_batch", train.globalBatch,
                "samples per optimizer step, over all ranks", {"batch_size", "batch"}),

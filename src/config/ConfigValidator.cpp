@@ -158,6 +158,21 @@ Problem statefulLanesFillTheBatch(const Config& c) {
   return std::nullopt;
 }
 
+Problem classWeightsSupported(const Config& c) {
+  if (c.model.classWeights == ClassWeights::kNone) return std::nullopt;
+  if (c.model.task != Task::kClassification)
+    return "model.class_weights = balanced needs model.task = classification";
+  const model::ModelKind* kind = model::findModelKind(c.model.kind);
+  if (kind != nullptr && !kind->classWeights) {
+    std::vector<std::string> weighted;
+    for (const auto& k : model::modelKinds()) {
+      if (k.classWeights) weighted.push_back(k.name);
+    }
+    return "model.class_weights = balanced is only for model.kind = " + str::join(weighted, " or ");
+  }
+  return std::nullopt;
+}
+
 Problem logLevelKnown(const Config& c) {
   static const std::set<std::string> levels{"trace", "debug",    "info", "warn",
                                             "error", "critical", "off"};
@@ -217,6 +232,7 @@ std::vector<Rule> buildRules() {
       lossMatchesTask,
       statefulModelCarriesState,
       statefulLanesFillTheBatch,
+      classWeightsSupported,
       minimum("train.global_batch", MB_GET(train.globalBatch), 1),
       minimum("train.micro_batch", MB_GET(train.microBatch), 0),
       microBatchFitsGlobal,

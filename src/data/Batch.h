@@ -21,6 +21,15 @@ struct Batch {
   // otherwise. Rows of one lane in successive batches are consecutive in time.
   at::Tensor lanes;
 
+  // Graph batches (data.layout = graphs; undefined otherwise): the batch's B graphs as one
+  // disconnected graph of total_nodes nodes and E edges (Note [Graph gather] in
+  // data/layouts/GraphsLayout.h). `inputs` is empty; row i of targets and sampleIndex is graph i.
+  at::Tensor nodeFeatures;  // [total_nodes, F] input dtype; undefined if the file has none
+  at::Tensor nodeTypes;     // [total_nodes] int64 categorical node types; undefined if none
+  at::Tensor edgeIndex;     // [2, E] int64: (source, target) node rows of the batch
+  at::Tensor edgeFeatures;  // [E, F_e] input dtype; undefined if the file has none
+  at::Tensor nodeGraph;     // [total_nodes] int64: the graph (0..B-1) of each node ("batch")
+
   std::int64_t size() const { return sampleIndex.defined() ? sampleIndex.size(0) : 0; }
 };
 

@@ -179,7 +179,7 @@ std::shared_ptr<Store> ChunkStreamer::loadChunk(const Chunk& chunk) {
     for (const auto& read : plan.reads) {
       at::Tensor t =
           at::empty(read.shape, at::TensorOptions().dtype(read.type).pinned_memory(pinned));
-      reader.read(read.path, {read.rows}, 0, t);
+      reader.read(read.path, {read.rows}, 0, t, read.axis);
       tensors.push_back(t);
     }
     reader.throwIfFailed();

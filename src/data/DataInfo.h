@@ -41,6 +41,12 @@ struct DataInfo {
   std::int64_t canonicalShards = 0;  // V
   bool hasTimestamps = false;
   std::string fingerprint;  // identifies the file's content for checkpoints
+  // classification: [classes] labels of each class in the train split (all ranks together);
+  // empty when the train split is streamed. For class weights (model.class_weights).
+  std::vector<std::int64_t> trainClassCounts;
+  // A per-sample dataset that names the samples ([N] or [N, L] NUL-padded text, e.g. graph
+  // ids), copied next to the predictions by `megabatch predict`; empty if none.
+  std::string sampleIdDataset;
 
   const SampleRange& split(Split s) const { return splits[static_cast<int>(s)]; }
 };

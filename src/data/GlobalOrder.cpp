@@ -47,7 +47,7 @@ void seededShuffle(std::vector<std::int64_t>& values, std::uint64_t seed) {
 
 GlobalOrder::GlobalOrder(std::int64_t numItems, std::int64_t numShards, std::uint64_t seed,
                          std::int64_t globalBatch, bool shuffle, std::int64_t chunkItems,
-                         LaneSpec lanes)
+                         LaneSpec lanes, const std::vector<std::int64_t>& costs)
     : numItems_(numItems),
       numShards_(numShards),
       seed_(seed),
@@ -64,8 +64,79 @@ GlobalOrder::GlobalOrder(std::int64_t numItems, std::int64_t numShards, std::uin
     throw std::invalid_argument(
         "GlobalOrder lane order needs G = V*L, stride >= 1, lanes of >= 1 item, time order, and "
         "no chunks");
+  if (!costs.empty()) {
+    buildWeightedOrder(costs);
+    return;
+  }
   for (std::int64_t s = 0; s < numShards; ++s) {
     if (shardItems(s).size() > shortLength_) longShards_.push_back(s);
+  }
+}
+
+namespace {
+
+// Note [Weighted shards]: V + 1 boundaries cutting the cumulative cost into near-equal parts,
+// every shard keeping at least one item. Equal-count cuts when every cost is 0.
+std::vector<std::int64_t> costCuts(const std::vector<std::int64_t>& costs, std::int64_t shards) {
+  const auto n = static_cast<std::int64_t>(costs.size());
+  std::vector<__int128> prefix(costs.size() + 1, 0);
+  for (std::size_t i = 0; i < costs.size(); ++i)
+    prefix[i + 1] = prefix[i] + costs[i];
+  const __int128 total = prefix.back();
+  std::vector<std::int64_t> cuts(static_cast<std::size_t>(shards) + 1, n);
+  cuts[0] = 0;
+  for (std::int64_t s = 1; s < shards; ++s) {
+    std::int64_t cut = 0;
+    if (total == 0) {
+      cut = static_cast<std::int64_t>(static_cast<__int128>(s) * n / shards);
+    } else {
+      // prefix[i] * V compared with s * total: exact, no rounding.
+      const __int128 target = static_cast<__int128>(s) * total;
+      auto above = std::lower_bound(prefix.begin(), prefix.end(), target,
+                                    [&](__int128 p, __int128 t) { return p * shards < t; });
+      cut = static_cast<std::int64_t>(above - prefix.begin());
+      if (cut > 0) {
+        __int128 over = prefix[cut] * shards - target;
+        __int128 under = target - prefix[cut - 1] * shards;
+        if (under <= over) cut -= 1;
+      }
+    }
+    cuts[s] = std::clamp(cut, cuts[s - 1] + 1, n - (shards - s));
+  }
+  return cuts;
+}
+
+}  // namespace
+
+void GlobalOrder::buildWeightedOrder(const std::vector<std::int64_t>& costs) {
+  if (static_cast<std::int64_t>(costs.size()) != numItems_ || laneOrder() || chunkItems_ > 0)
+    throw std::invalid_argument(
+        "GlobalOrder: weighted shards need one cost per item, and neither lanes nor chunks");
+  for (std::int64_t cost : costs) {
+    if (cost < 0) throw std::invalid_argument("GlobalOrder: a sample cost is negative");
+  }
+  cuts_ = costCuts(costs, numShards_);
+  // Item k of shard s at key (2k + 1) / (2 L_s); compare (2k+1) L_t with (2j+1) L_s exactly.
+  struct Slot {
+    std::int64_t shard, index, length;
+  };
+  std::vector<Slot> slots;
+  slots.reserve(static_cast<std::size_t>(numItems_));
+  for (std::int64_t s = 0; s < numShards_; ++s) {
+    const std::int64_t length = cuts_[s + 1] - cuts_[s];
+    for (std::int64_t k = 0; k < length; ++k)
+      slots.push_back({s, k, length});
+  }
+  std::sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) {
+    __int128 left = static_cast<__int128>(2 * a.index + 1) * b.length;
+    __int128 right = static_cast<__int128>(2 * b.index + 1) * a.length;
+    return left != right ? left < right : a.shard < b.shard;
+  });
+  sequenceShard_.reserve(slots.size());
+  sequenceIndex_.reserve(slots.size());
+  for (const Slot& slot : slots) {
+    sequenceShard_.push_back(slot.shard);
+    sequenceIndex_.push_back(slot.index);
   }
 }
 
@@ -80,6 +151,7 @@ std::int64_t GlobalOrder::batchSize(std::int64_t batch) const {
 }
 
 ItemRange GlobalOrder::shardItems(std::int64_t shard) const {
+  if (weighted()) return {cuts_[shard], cuts_[shard + 1]};
   // 128-bit products: n * V may overflow 64 bits for huge token corpora.
   auto cut = [&](std::int64_t s) {
     return static_cast<std::int64_t>(static_cast<__int128>(s) * numItems_ / numShards_);
@@ -159,6 +231,11 @@ std::vector<std::int64_t> GlobalOrder::shardOrder(std::int64_t epoch, std::int64
 }
 
 void GlobalOrder::locate(std::int64_t position, std::int64_t& shard, std::int64_t& index) const {
+  if (weighted()) {
+    shard = sequenceShard_[position];
+    index = sequenceIndex_[position];
+    return;
+  }
   std::int64_t fullRounds = shortLength_ * numShards_;
   if (position < fullRounds) {
     shard = position % numShards_;

@@ -36,6 +36,24 @@
 //    so that every batch stays full). The order is the same in every epoch.
 //  - A pass jumps back in time, so carried states restart at every pass start (laneStep()
 //    reports step 0), which includes the start of every epoch.
+//
+// Note [Weighted shards]
+// When samples differ in cost (graphs: nodes per graph; Layout::sampleCosts), equal-count shards
+// give one rank more work per step than another, and every rank waits for the slowest. With
+// costs c_0..c_{n-1} (a function of the file alone) the order is instead a function of
+// (n, V, seed, G, costs), still never of W:
+//  - Shard boundaries cut the cumulative cost into V near-equal parts: cut_s (0 < s < V) is the
+//    item i whose prefix cost c_0 + ... + c_{i-1} is nearest to s/V of the total (the first
+//    such i on a tie), moved so that every shard keeps at least one item. Shards now differ in
+//    length (a shard of small graphs holds more of them).
+//  - The global sequence draws from each shard in proportion to its length: the k-th item of
+//    shard s (k = 0..L_s-1) sits at key (k + 1/2) / L_s, and the sequence is all items sorted
+//    by key (ties: lower shard first). Every batch of G items then takes about G * L_s / n
+//    items from shard s, i.e. about the same cost from every shard, and a rank's share of each
+//    batch is proportional to its shards' cost. With equal lengths this is the round-robin.
+//  - Everything else is as in Note [Canonical global order]: shuffling within shards by
+//    (seed, epoch, shard), batches [b*G, (b+1)*G), rank r owning shards [rV/W, (r+1)V/W).
+//  Not combined with lanes or with the chunks of stream residency.
 #include <cstdint>
 #include <vector>
 
@@ -66,9 +84,10 @@ struct LaneStep {
 
 class GlobalOrder {
  public:
+  // `costs`: empty, or one non-negative cost per item (Note [Weighted shards]).
   GlobalOrder(std::int64_t numItems, std::int64_t numShards, std::uint64_t seed,
               std::int64_t globalBatch, bool shuffle, std::int64_t chunkItems = 0,
-              LaneSpec lanes = {});
+              LaneSpec lanes = {}, const std::vector<std::int64_t>& costs = {});
 
   std::int64_t numItems() const { return numItems_; }
   std::int64_t numShards() const { return numShards_; }
@@ -80,6 +99,7 @@ class GlobalOrder {
   std::int64_t batchSize(std::int64_t batch) const;
 
   ItemRange shardItems(std::int64_t shard) const;
+  bool weighted() const { return !cuts_.empty(); }  // Note [Weighted shards]
 
   // --- lane order (Note [Lane order]) ---
   bool laneOrder() const { return lanes_.lanesPerShard > 0; }
@@ -114,6 +134,8 @@ class GlobalOrder {
   // Item of lane `lane` at lane step `at`.
   std::int64_t laneItem(std::int64_t lane, LaneStep at) const;
   Share laneShare(ShardRange shards) const;
+  // Note [Weighted shards]: the cuts and the proportional interleave.
+  void buildWeightedOrder(const std::vector<std::int64_t>& costs);
 
   std::int64_t numItems_;
   std::int64_t numShards_;
@@ -124,6 +146,10 @@ class GlobalOrder {
   LaneSpec lanes_;
   std::int64_t shortLength_;              // floor(n / V): every shard has at least this many
   std::vector<std::int64_t> longShards_;  // shards with shortLength_ + 1 items, ascending
+  // Weighted order only (empty otherwise):
+  std::vector<std::int64_t> cuts_;           // [V + 1] shard boundaries
+  std::vector<std::int64_t> sequenceShard_;  // [n] shard of each position of the sequence
+  std::vector<std::int64_t> sequenceIndex_;  // [n] index in that shard's visiting order
 };
 
 // Deterministic, platform-independent random numbers for data order (not std::shuffle,

@@ -24,6 +24,8 @@
 //       prepareStore      turns what was read into the store's tensors (e.g. rebases row ids)
 //       gather            positions of a store -> Batch, on the store's device, by index
 //                         arithmetic (never a materialised copy per sample)
+//       sampleCosts       (optional) the work of each train sample, to balance ranks by it
+//                         (graphs: nodes per graph; Note [Weighted shards] in GlobalOrder.h)
 //  4. Tests: the schema errors (tests/data/test_data_errors.py), a file h5py writes
 //     (tests/data/test_data_files.py), and the gather against a reference.
 //  5. docs/data-format.md: the layout's datasets and an h5py example.
@@ -84,14 +86,23 @@ class Layout {
   // DataError naming the dataset and the first bad sample or row in the file's numbering.
   void checkValues(const StorePlan& plan, const std::vector<at::Tensor>& tensors) const;
 
-  // The store's tensors from those read for `plan` (same order). Default: as read.
+  // The store's tensors from those read for `plan` (same order; a layout may append more).
+  // The kTargets slot must end up holding exactly the targets of plan.samples, in order.
+  // Default: as read.
   virtual std::vector<at::Tensor> prepareStore(const StorePlan& plan,
                                                std::vector<at::Tensor> tensors) const;
   // The samples at positions `local` ([B] int64, on the store's device) of a store whose
   // tensors are `store`: inputs cast to `inputType` and targets. Batch::sampleIndex is set by
-  // the caller.
+  // the caller (local + the store's first sample) unless the layout sets it: a layout whose
+  // sample numbers are not the file's rows sets the file's row of each sample.
   virtual Batch gather(const std::vector<at::Tensor>& store, const at::Tensor& local,
                        at::ScalarType inputType) const = 0;
+
+  // The cost of each sample of `samples` (the train split), e.g. nodes per graph: the train
+  // shards are then cut by cost, not count, and batches draw from each shard in proportion to
+  // its length (Note [Weighted shards] in GlobalOrder.h), so every rank does about the same
+  // work per step. Empty (the default): every sample costs the same.
+  virtual std::vector<std::int64_t> sampleCosts(SampleRange /*samples*/) const { return {}; }
 
  protected:
   explicit Layout(FileSchema schema) : schema_(std::move(schema)) {}

@@ -5,6 +5,7 @@
 #include "common/Registry.h"
 #include "common/Strings.h"
 #include "data/Layout.h"
+#include "data/layouts/GraphsLayout.h"
 #include "data/layouts/SamplesLayout.h"
 #include "data/layouts/SeriesLayout.h"
 #include "data/layouts/TokensLayout.h"
@@ -16,6 +17,7 @@ const std::vector<LayoutKind>& layoutKinds() {
       samplesLayoutKind(),
       seriesLayoutKind(),
       tokensLayoutKind(),
+      graphsLayoutKind(),
   };
   return kinds;
 }

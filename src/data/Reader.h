@@ -36,16 +36,17 @@ class RowReader {
             std::int64_t pieceBytes = kDefaultPieceBytes);
 
   // Reads rows allRanks[rank] of dataset `path` into `out` ([rows, ...], allocated). Collective
-  // when the reader is: every rank calls it, in the same order, with the same allRanks.
+  // when the reader is: every rank calls it, in the same order, with the same allRanks. With
+  // axis = 1 the ranges are columns ([2, E] edge lists) and `out` is [dims[0], columns, ...].
   void read(const std::string& path, const std::vector<ItemRange>& allRanks, int rank,
-            at::Tensor& out);
+            at::Tensor& out, int axis = 0);
   // Throws the first recorded failure (call after the last collective read).
   void throwIfFailed() const;
   std::int64_t bytesRead() const { return bytesRead_; }
 
  private:
   void readPiece(hid_t dataset, const std::string& what, std::int64_t begin, std::int64_t end,
-                 const at::Tensor& out, std::int64_t offset);
+                 const at::Tensor& out, std::int64_t offset, int axis);
 
   hid_t file_;
   hid_t transfer_;

@@ -81,6 +81,9 @@ Batch LoadedData::toDevice(Batch batch) const {
     input = toTrainingDevice(input, device_);
   batch.targets = toTrainingDevice(batch.targets, device_);
   batch.sampleIndex = toTrainingDevice(batch.sampleIndex, device_);
+  for (at::Tensor* graph : {&batch.nodeFeatures, &batch.nodeTypes, &batch.edgeIndex,
+                            &batch.edgeFeatures, &batch.nodeGraph})
+    *graph = toTrainingDevice(*graph, device_);
   return batch;
 }
 

@@ -142,8 +142,8 @@ class Loader {
     order_.emplace(info_.split(Split::kTrain).size(), config_.data.canonicalShards,
                    static_cast<std::uint64_t>(config_.train.seed), config_.train.globalBatch,
                    config_.data.shuffle,
-                   residency_ == Residency::kStream ? config_.data.streamChunkItems : 0,
-                   laneSpec());
+                   residency_ == Residency::kStream ? config_.data.streamChunkItems : 0, laneSpec(),
+                   layout_->sampleCosts(info_.split(Split::kTrain)));
     planStores(index);
     findMappable(file);
     logPlan(first);
@@ -297,6 +297,7 @@ class Loader {
   }
 
   bool mapped(const ReadSpec& read) const {
+    if (read.axis != 0) return false;  // a column range is not one contiguous run of bytes
     auto it = mappable_.find(read.path);
     return it != mappable_.end() && it->second.has_value();
   }
@@ -344,7 +345,7 @@ class Loader {
         for (const auto& plan : plans)
           allRanks.push_back(plan.reads[i].rows);
         reader.read(myPlan(split).reads[i].path, allRanks, rank_,
-                    tensors[static_cast<int>(split)][i]);
+                    tensors[static_cast<int>(split)][i], myPlan(split).reads[i].axis);
       }
     }
     file.close(ExitCode::kData, config_.data.path);  // collective under MPI-IO
@@ -388,7 +389,11 @@ class Loader {
         stores[static_cast<int>(split)] =
             Store(layout_, myPlan(split), std::move(tensors[static_cast<int>(split)]));
     }
-    if (schema().classification) info_.numClasses = numClasses(stores);
+    if (schema().classification) {
+      info_.numClasses = numClasses(stores);
+      if (readsSplit(Split::kTrain))
+        info_.trainClassCounts = trainClassCounts(stores[static_cast<int>(Split::kTrain)]);
+    }
     ShardRange shards = GlobalOrder::shardsOfRank(order_->numShards(), rank_, world_);
     Store& val = stores[static_cast<int>(Split::kVal)];
     Store& test = stores[static_cast<int>(Split::kTest)];
@@ -423,6 +428,13 @@ class Loader {
       throw error;
     }
     return configured > 0 ? configured : largest + 1;
+  }
+
+  // Labels per class over every rank's train part (all ranks hold the same counts).
+  std::vector<std::int64_t> trainClassCounts(const Store& train) {
+    at::Tensor counts = train.labelCounts(info_.numClasses).contiguous();
+    comm_.allReduce(counts, dist::ReduceOp::kSum, "data: train labels per class");
+    return {counts.data_ptr<std::int64_t>(), counts.data_ptr<std::int64_t>() + counts.numel()};
   }
 
   const Config& config_;

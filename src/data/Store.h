@@ -43,6 +43,9 @@ class Store {
   Batch slice(std::int64_t begin, std::int64_t end, at::ScalarType inputType) const;
   // Largest target label in the store (classification), -1 if empty.
   std::int64_t maxLabel() const;
+  // [classes] int64 (CPU): how many of the store's samples have each label (zeros unless the
+  // targets are class labels).
+  at::Tensor labelCounts(std::int64_t classes) const;
 
  private:
   std::shared_ptr<const Layout> layout_;

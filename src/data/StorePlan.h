@@ -24,8 +24,9 @@ struct ReadSpec {
   Role role = Role::kInput;
   std::size_t part = 0;              // which input of the layout (series: the stream)
   std::string path;                  // dataset inside the file
-  ItemRange rows;                    // rows of the dataset
-  std::vector<std::int64_t> shape;   // resident shape: [rows.size(), ...]
+  ItemRange rows;                    // rows of the dataset (along `axis`)
+  std::vector<std::int64_t> shape;   // resident shape: [rows.size(), ...] (axis 1: [d0, rows, ...])
+  int axis = 0;                      // the dimension `rows` run along (1: a [2, E] edge list)
   at::ScalarType type = at::kFloat;  // resident dtype
   // Rows read besides those of the store's own samples (series: a window before the first
   // end row). A streamed chunk holds them too: the memory check counts them per chunk.

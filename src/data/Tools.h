@@ -82,6 +82,61 @@ std::string writeArith(const ArithOptions& options);  // returns a summary line
 std::string writeTextTokens(const std::string& in, const std::string& out,
                             const WriteSettings& write);
 
+// --- graphs ---------------------------------------------------------------------------------
+
+// What a graph tool wrote (docs/data-format.md "graphs").
+struct GraphsReport {
+  std::int64_t graphs = 0, nodes = 0, edges = 0;
+  std::int64_t nodeFeatures = 0, nodeTypes = 0, edgeFeatures = 0;  // F, vocabulary, F_e
+  std::string task;                                                // classification | regression
+  std::vector<std::int64_t> classCounts;  // classification: graphs per class
+  std::vector<std::string> classNames;    // when labels were names
+  std::int64_t skipped = 0;               // bad lines skipped (--skip-bad)
+  std::vector<std::string> notes;         // the first skipped lines' reasons, warnings
+  std::string summary() const;
+};
+
+// `megabatch data graphs`: JSON-lines graphs (and labels by id) to the graphs layout. The
+// accepted schema is in docs/data-format.md ("JSON lines"). A bad line is a DataError naming
+// file:line and the reason, unless skipBad (then it is counted and skipped). The file is
+// written to OUT.tmp and renamed, so nothing is left half-written.
+struct GraphsJsonlOptions {
+  std::string graphs;  // one graph per line
+  std::string labels;  // {"id": ..., "label": ...} per line; empty: each graph has "label"
+  std::string out;
+  bool skipBad = false;
+  bool undirected = false;  // store every edge (s, d), s != d, also as (d, s)
+  bool shuffle = false;     // write the graphs in a seeded random order (random splits)
+  std::uint64_t seed = 1;
+  std::string task = "auto";  // auto | classification | regression
+  WriteSettings write;
+};
+GraphsReport convertGraphsJsonl(const GraphsJsonlOptions& options);
+
+// Note [Synthetic graphs]
+// `megabatch data synth-graphs`: graph classification whose label is structure alone. Each
+// graph is a random tree of n - 5 nodes (node i joins a uniform earlier node), n uniform in
+// [min_nodes, max_nodes], with a 5-node motif joined to a random tree node by one edge:
+//   class 0 "path"  a path of 5 nodes (no cycle)
+//   class 1 "cycle" a 5-cycle
+//   class 2 "house" a 5-cycle with one chord (a triangle on a square)
+// Node types (uniform over `node_types` names) and node features (N(0, 1)) are drawn
+// independently of the class, node ids are shuffled, and every edge is stored both ways. So
+// node counts, types and features say nothing about the label (a node-wise model is at chance,
+// macro-F1 ~ 1/3); the cycle structure says everything.
+struct SynthGraphsOptions {
+  std::string out;
+  std::int64_t graphs = 3000;
+  std::int64_t minNodes = 10;
+  std::int64_t maxNodes = 30;
+  std::int64_t nodeTypes = 4;
+  std::int64_t features = 2;
+  std::uint64_t seed = 1;
+  std::string jsonlDir;  // also write DIR/graphs.jsonl and DIR/labels.jsonl
+  WriteSettings write;
+};
+GraphsReport writeSynthGraphs(const SynthGraphsOptions& options);
+
 // --- inspect --------------------------------------------------------------------------------
 
 // True for megabatch checkpoints (a /meta group): `megabatch inspect` hands those to the

@@ -8,6 +8,7 @@
 // per-term losses of the batch; the trainer divides by (global batch count x termsPerSample())
 // so that gradients summed across ranks are the exact global-batch mean whatever the split.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -39,6 +40,14 @@ class Model : public torch::nn::Module {
   // no evaluation samples but must still take part in the reduction of the sums).
   virtual std::vector<std::string> metricNames() const = 0;
   virtual std::string kind() const = 0;
+
+  // Metrics of a whole split that are not sums over its samples (macro F1, ROC-AUC): each
+  // evaluation batch gives per-sample rows ([B, splitRowWidth()] fp64, any device), the
+  // evaluation gathers every rank's rows and calls splitMetrics() once with all of them, on
+  // every rank. splitRowWidth() = 0 (the default): the model has none.
+  virtual std::int64_t splitRowWidth() const { return 0; }
+  virtual at::Tensor splitRows(const at::Tensor& output, const data::Batch& batch) { return {}; }
+  virtual std::map<std::string, double> splitMetrics(const at::Tensor& rows) const { return {}; }
 
   // State that is neither a parameter nor a buffer but must survive a checkpoint, e.g. the
   // hidden states of a stateful LSTM's lanes. Empty for most models.

@@ -4,6 +4,7 @@
 #include "common/Error.h"
 #include "common/Registry.h"
 #include "common/Strings.h"
+#include "model/Gnn.h"
 #include "model/Gpt.h"
 #include "model/Lstm.h"
 #include "model/Mlp.h"
@@ -15,6 +16,7 @@ const std::vector<ModelKind>& modelKinds() {
       lstmModelKind(),
       gptModelKind(),
       mlpModelKind(),
+      gnnModelKind(),
   };
   return kinds;
 }

@@ -26,6 +26,7 @@ struct ModelKind {
   // says, `megabatch sample` generates from it, and `megabatch predict` refuses it.
   bool languageModel = false;
   bool carriesState = false;  // model.stateful (lanes of hidden state) is allowed
+  bool classWeights = false;  // model.class_weights = balanced is honoured
   std::function<std::shared_ptr<Model>(const ModelConfig& config, const data::DataInfo& info)>
       build;
   // The config rules of this model: the problem, or nullopt. May be empty.

@@ -74,12 +74,13 @@ void Objective::checkTargets(const at::Tensor& output, const at::Tensor& targets
                        (task_ == Task::kClassification ? " (expected [B] integer labels)" : ""));
 }
 
-at::Tensor Objective::lossSum(const at::Tensor& output, const at::Tensor& targets) const {
+at::Tensor Objective::lossSum(const at::Tensor& output, const at::Tensor& targets,
+                              const at::Tensor& classWeight) const {
   checkTargets(output, targets);
   at::Tensor out = output.to(at::kFloat);
   switch (loss_) {
     case LossKind::kCrossEntropy:
-      return at::cross_entropy_loss(out, targets.to(at::kLong), {}, at::Reduction::Sum);
+      return at::cross_entropy_loss(out, targets.to(at::kLong), classWeight, at::Reduction::Sum);
     case LossKind::kHuber:
       return at::huber_loss(out, targets.to(at::kFloat), at::Reduction::Sum, huberDelta_);
     default:

@@ -23,7 +23,10 @@ class Objective {
   // The last layer's [B, outputs] as the prediction: [B] for [N] targets, else unchanged.
   at::Tensor predictions(const at::Tensor& raw) const;
   // Sum over the batch of the per-term losses, in fp32 whatever the output's dtype.
-  at::Tensor lossSum(const at::Tensor& output, const at::Tensor& targets) const;
+  // `classWeight` ([C], cross-entropy only; undefined = none) weighs each sample's term by its
+  // class's weight: still a sum, divided later by the sample count (model.class_weights).
+  at::Tensor lossSum(const at::Tensor& output, const at::Tensor& targets,
+                     const at::Tensor& classWeight = {}) const;
   std::int64_t termsPerSample() const { return terms_; }
   // regression: {"mse", "mae"} summed over terms; classification: {"accuracy"} (correct count).
   NamedTensors metricSums(const at::Tensor& output, const at::Tensor& targets) const;

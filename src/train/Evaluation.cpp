@@ -14,6 +14,25 @@
 #include "train/Precision.h"
 
 namespace mb::train {
+namespace {
+
+// Every rank's split rows (Model::splitRows), in rank order: [sum of counts, width] fp64 on
+// the CPU, the same on every rank. Ranks hold different counts, so each pads to the largest.
+at::Tensor gatherSplitRows(dist::Communicator& control, const std::vector<at::Tensor>& parts,
+                           std::int64_t width) {
+  at::Tensor mine = parts.empty() ? at::zeros({0, width}, at::kDouble) : at::cat(parts);
+  at::Tensor counts = control.allGather(at::full({1}, mine.size(0), at::kLong), "eval row counts");
+  const std::int64_t largest = counts.max().item<std::int64_t>();
+  at::Tensor padded = at::zeros({largest, width}, at::kDouble);
+  padded.narrow(0, 0, mine.size(0)).copy_(mine);
+  at::Tensor all = control.allGather(padded, "eval rows");  // [W, largest, width]
+  std::vector<at::Tensor> rows;
+  for (std::int64_t r = 0; r < all.size(0); ++r)
+    rows.push_back(all[r].narrow(0, 0, counts[r][0].item<std::int64_t>()));
+  return at::cat(rows);
+}
+
+}  // namespace
 
 std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedData& data,
                                             data::Split split, dist::Communicator& control,
@@ -27,6 +46,8 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
   // [count, loss, metrics...]: summed on the device, copied and reduced once.
   at::Tensor sums = at::zeros({static_cast<std::int64_t>(names.size()) + 2},
                               at::TensorOptions().device(device).dtype(at::kDouble));
+  const std::int64_t rowWidth = model.splitRowWidth();
+  std::vector<at::Tensor> rows;  // per batch [B, rowWidth] on the CPU
   for (std::int64_t begin = 0; begin < count; begin += options.microBatch) {
     std::int64_t end = std::min(count, begin + options.microBatch);
     data::Batch batch = data.evalBatch(split, begin, end, at::kFloat);
@@ -36,6 +57,7 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
     model::NamedTensors metrics = model.metricSums(output, batch);
     for (std::size_t i = 0; i < metrics.size() && i < names.size(); ++i)
       sums[static_cast<std::int64_t>(i) + 2] += metrics[i].second.to(at::kDouble);
+    if (rowWidth > 0) rows.push_back(model.splitRows(output, batch).to(at::kCPU, at::kDouble));
   }
   sums[0] += static_cast<double>(count);
   at::Tensor total = sums.to(at::kCPU);
@@ -47,6 +69,10 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
                                         {prefix + "samples", t[0]}};
   for (std::size_t i = 0; i < names.size(); ++i)
     results[prefix + names[i]] = t[i + 2] / terms;
+  if (rowWidth > 0) {
+    for (const auto& [name, value] : model.splitMetrics(gatherSplitRows(control, rows, rowWidth)))
+      results[prefix + name] = value;
+  }
   model.train(wasTraining);
   return results;
 }

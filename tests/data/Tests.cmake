@@ -6,3 +6,8 @@ endforeach()
 mb_add_python_test(data_files data/test_data_files.py)
 mb_add_python_test(data_errors data/test_data_errors.py)
 mb_add_python_test(data_tools data/test_data_tools.py)
+# Graph datasets (issue 18): the JSON-lines converter, malformed graph files, the h5py example.
+mb_add_python_test(data_graphs_convert data/test_graphs.py ARGS ConverterTest DocExampleTest)
+foreach(case offsets edges nodes_and_labels)
+  mb_add_python_test(data_graphs_files_${case} data/test_graphs.py ARGS MalformedFilesTest.test_${case})
+endforeach()

@@ -48,6 +48,59 @@ DataInfo seriesInfo(const std::vector<InputSpec>& inputs, std::vector<std::int64
   return info;
 }
 
+// model.kind = gnn (Gnn.h): each message-passing kind, each pooling, residual, node types,
+// edge features, class weights, regression.
+DataInfo graphInfo(std::int64_t features, std::int64_t vocab, std::int64_t edgeFeatures,
+                   std::vector<std::int64_t> targetShape, std::int64_t classes) {
+  DataInfo info;
+  info.layout = "graphs";
+  info.path = "parity";
+  if (features > 0) info.inputs.push_back({"node_features", 0, features});
+  if (vocab > 0) info.inputs.push_back({"node_types", 0, 0});
+  if (edgeFeatures > 0) info.inputs.push_back({"edge_features", 0, edgeFeatures});
+  info.vocabSize = vocab;
+  info.targetShape = std::move(targetShape);
+  info.integerTargets = classes > 0;
+  info.numClasses = classes;
+  return info;
+}
+
+void addGraphCases(std::vector<Case>& all) {
+  mb::ModelConfig gnn;
+  gnn.kind = "gnn";
+  gnn.task = mb::Task::kClassification;
+  gnn.hidden = 8;
+  gnn.layers = 2;
+  gnn.headHidden = 6;
+  gnn.conv = mb::GraphConv::kGcn;
+  gnn.pooling = mb::GraphPooling::kMean;
+  all.push_back({"gnn_gcn_mean", gnn, graphInfo(3, 0, 0, {}, 3)});
+  mb::ModelConfig gat = gnn;
+  gat.conv = mb::GraphConv::kGat;
+  gat.heads = 2;
+  gat.pooling = mb::GraphPooling::kAttention;
+  gat.classWeights = mb::ClassWeights::kBalanced;
+  DataInfo gatInfo = graphInfo(3, 5, 2, {}, 3);
+  gatInfo.trainClassCounts = {5, 1, 4};
+  all.push_back({"gnn_gat_attention_edges_weighted", gat, gatInfo});
+  mb::ModelConfig gine = gnn;
+  gine.task = mb::Task::kRegression;
+  gine.conv = mb::GraphConv::kGin;
+  gine.pooling = mb::GraphPooling::kSum;
+  gine.residual = true;
+  gine.headHidden = 0;
+  all.push_back({"gnn_gine_sum_residual_regression", gine, graphInfo(0, 4, 2, {2}, 0)});
+  mb::ModelConfig gin = gnn;
+  gin.conv = mb::GraphConv::kGin;
+  gin.pooling = mb::GraphPooling::kMax;
+  gin.layers = 3;
+  all.push_back({"gnn_gin_max", gin, graphInfo(4, 0, 0, {}, 2)});
+  mb::ModelConfig none = gnn;
+  none.conv = mb::GraphConv::kNone;
+  none.pooling = mb::GraphPooling::kSum;
+  all.push_back({"gnn_none_sum", none, graphInfo(3, 5, 0, {}, 3)});
+}
+
 std::vector<Case> cases() {
   std::vector<Case> all;
   mb::ModelConfig lstm;
@@ -95,10 +148,88 @@ std::vector<Case> cases() {
   gptNoBias.layers = 1;
   gptNoBias.heads = 2;
   all.push_back({"gpt_nobias", gptNoBias, tokens});
+  addGraphCases(all);
   return all;
 }
 
+// Three graphs of 4, 3 and 5 nodes: a ring each way in the first, a path one way in the
+// second, a star and an extra edge in the third (no duplicate edges, no self loops).
+Batch makeGraphBatch(const Case& c) {
+  Batch batch;
+  const std::vector<std::int64_t> sizes{4, 3, 5};
+  std::vector<std::int64_t> sources, targets, owner;
+  auto edge = [&](std::int64_t base, std::int64_t s, std::int64_t t) {
+    sources.push_back(base + s);
+    targets.push_back(base + t);
+  };
+  for (std::int64_t i = 0; i < 4; ++i) {
+    edge(0, i, (i + 1) % 4);
+    edge(0, (i + 1) % 4, i);
+  }
+  edge(4, 0, 1);
+  edge(4, 1, 2);
+  for (std::int64_t i = 1; i < 5; ++i)
+    edge(7, 0, i);
+  edge(7, 3, 4);
+  for (std::size_t g = 0; g < sizes.size(); ++g) {
+    for (std::int64_t i = 0; i < sizes[g]; ++i)
+      owner.push_back(static_cast<std::int64_t>(g));
+  }
+  const auto nodes = static_cast<std::int64_t>(owner.size());
+  const auto edges = static_cast<std::int64_t>(sources.size());
+  for (const auto& input : c.info.inputs) {
+    if (input.name == "node_features") batch.nodeFeatures = at::randn({nodes, input.features});
+    if (input.name == "node_types")
+      batch.nodeTypes = at::randint(c.info.vocabSize, {nodes}, at::kLong);
+    if (input.name == "edge_features") batch.edgeFeatures = at::randn({edges, input.features});
+  }
+  batch.edgeIndex = at::stack({at::tensor(sources, at::kLong), at::tensor(targets, at::kLong)});
+  batch.nodeGraph = at::tensor(owner, at::kLong);
+  const std::int64_t rows = static_cast<std::int64_t>(sizes.size());
+  if (c.info.numClasses > 0) {
+    batch.targets = at::tensor({0, 2, 1}, at::kLong).remainder(c.info.numClasses);
+  } else {
+    std::vector<std::int64_t> shape{rows};
+    shape.insert(shape.end(), c.info.targetShape.begin(), c.info.targetShape.end());
+    batch.targets = at::randn(shape);
+  }
+  batch.sampleIndex = at::arange(rows, at::kLong);
+  for (at::Tensor* t :
+       {&batch.nodeFeatures, &batch.nodeTypes, &batch.edgeIndex, &batch.edgeFeatures,
+        &batch.nodeGraph, &batch.targets, &batch.sampleIndex}) {
+    if (t->defined()) *t = t->to(mb::test::device());
+  }
+  return batch;
+}
+
+const char* convText(mb::GraphConv conv) {
+  switch (conv) {
+    case mb::GraphConv::kGcn:
+      return "gcn";
+    case mb::GraphConv::kGat:
+      return "gat";
+    case mb::GraphConv::kGin:
+      return "gin";
+    default:
+      return "none";
+  }
+}
+
+const char* poolingText(mb::GraphPooling pooling) {
+  switch (pooling) {
+    case mb::GraphPooling::kMean:
+      return "mean";
+    case mb::GraphPooling::kMax:
+      return "max";
+    case mb::GraphPooling::kAttention:
+      return "attention";
+    default:
+      return "sum";
+  }
+}
+
 Batch makeBatch(const Case& c, std::int64_t rows) {
+  if (c.config.kind == "gnn") return makeGraphBatch(c);
   Batch batch;
   for (const auto& input : c.info.inputs) {
     if (c.config.kind == "gpt") {
@@ -168,6 +299,9 @@ void writeCase(const std::string& dir, const Case& c) {
   mb::h5::writeAttribute(root, "bias", std::int64_t{m.bias}, ExitCode::kFailure);
   mb::h5::writeAttribute(root, "vocab_size", c.info.vocabSize, ExitCode::kFailure);
   mb::h5::writeAttribute(root, "num_classes", c.info.numClasses, ExitCode::kFailure);
+  mb::h5::writeAttribute(root, "conv", std::string(convText(m.conv)), ExitCode::kFailure);
+  mb::h5::writeAttribute(root, "pooling", std::string(poolingText(m.pooling)), ExitCode::kFailure);
+  mb::h5::writeAttribute(root, "residual", std::int64_t{m.residual}, ExitCode::kFailure);
   std::string streams;
   for (const auto& input : c.info.inputs)
     streams += (streams.empty() ? "" : ",") + input.name;
@@ -183,6 +317,18 @@ void writeCase(const std::string& dir, const Case& c) {
   mb::h5::Handle inputs = mb::h5::createGroup(root, "inputs", ExitCode::kFailure);
   for (std::size_t i = 0; i < batch.inputs.size(); ++i)
     put(inputs.get(), std::to_string(i), batch.inputs[i]);
+  if (batch.edgeIndex.defined()) {
+    mb::h5::Handle graph = mb::h5::createGroup(root, "graph", ExitCode::kFailure);
+    const std::pair<const char*, const at::Tensor*> parts[] = {
+        {"node_features", &batch.nodeFeatures},
+        {"node_type", &batch.nodeTypes},
+        {"edge_index", &batch.edgeIndex},
+        {"edge_features", &batch.edgeFeatures},
+        {"node_graph", &batch.nodeGraph}};
+    for (const auto& [name, tensor] : parts) {
+      if (tensor->defined()) put(graph.get(), name, *tensor);
+    }
+  }
   put(root, "targets", batch.targets);
   put(root, "output", output);
   put(root, "loss", loss);

@@ -147,6 +147,163 @@ class Gpt(nn.Module):
         return self.lm_head(self.transformer.ln_f(x))
 
 
+# --- graph models, from the papers' formulas on dense matrices ----------------------------
+# A batch of graphs as one graph of N nodes; edge_index [2, E] (source, target). The C++ layers
+# (src/model/GraphConv.cpp) scatter messages edge by edge with index_add_; these write the same
+# formulas with dense [N, N] matrices, A[t, s] = 1 for an edge s -> t, so they share no code path.
+
+def dense_adjacency(edge_index, n):
+    a = torch.zeros(n, n)
+    a[edge_index[1], edge_index[0]] = 1.0  # the test graphs have no duplicate edges
+    return a
+
+
+def dense_edge_features(edge_index, edge_features, n):
+    """[N, N, F_e]: the features of edge s -> t at [t, s]; zero elsewhere (self loops too)."""
+    out = torch.zeros(n, n, edge_features.shape[1])
+    out[edge_index[1], edge_index[0]] = edge_features
+    return out
+
+
+class GCNConv(nn.Module):
+    """Kipf & Welling (2017): X' = D^-1/2 (A + I) D^-1/2 X W + b, D the (in-)degrees of A + I."""
+
+    def __init__(self, fin, fout):
+        super().__init__()
+        self.lin = nn.Linear(fin, fout, bias=False)
+        self.bias = nn.Parameter(torch.zeros(fout))
+
+    def forward(self, x, a, e):
+        a_hat = a + torch.eye(a.shape[0])
+        d = torch.diag(a_hat.sum(1).pow(-0.5))
+        return d @ a_hat @ d @ self.lin(x) + self.bias
+
+
+class GATConv(nn.Module):
+    """Velickovic et al. (2018), heads concatenated; with edge features the attention logit
+    gains att_edge . W_e e_ji (self loops: zero features)."""
+
+    def __init__(self, fin, fout, heads, edge_dim):
+        super().__init__()
+        self.heads, self.channels = heads, fout // heads
+        self.lin = nn.Linear(fin, fout, bias=False)
+        self.att_src = nn.Parameter(torch.zeros(1, heads, self.channels))
+        self.att_dst = nn.Parameter(torch.zeros(1, heads, self.channels))
+        if edge_dim:
+            self.lin_edge = nn.Linear(edge_dim, fout, bias=False)
+            self.att_edge = nn.Parameter(torch.zeros(1, heads, self.channels))
+        self.bias = nn.Parameter(torch.zeros(fout))
+
+    def forward(self, x, a, e):
+        n = x.shape[0]
+        h = self.lin(x).view(n, self.heads, self.channels)
+        src = (h * self.att_src).sum(-1)  # [N, H]
+        dst = (h * self.att_dst).sum(-1)
+        logits = dst.unsqueeze(1) + src.unsqueeze(0)  # [t, s, H]
+        if e is not None:
+            we = self.lin_edge(e).view(n, n, self.heads, self.channels)
+            logits = logits + (we * self.att_edge).sum(-1)
+        logits = F.leaky_relu(logits, 0.2)
+        mask = (a + torch.eye(n)) > 0
+        logits = logits.masked_fill(~mask.unsqueeze(-1), float("-inf"))
+        alpha = logits.softmax(dim=1)  # over sources s
+        out = torch.einsum("tsh,shc->thc", alpha, h)
+        return out.reshape(n, -1) + self.bias
+
+
+class GINConv(nn.Module):
+    """Xu et al. (2019), GIN-0: MLP(x + sum of neighbours); with edge features GINE (Hu et al.
+    2020): the messages are ReLU(x_j + Linear(e_ji))."""
+
+    def __init__(self, fin, fout, edge_dim):
+        super().__init__()
+        self.nn = nn.Sequential(nn.Linear(fin, fout), nn.ReLU(), nn.Linear(fout, fout))
+        if edge_dim:
+            self.lin = nn.Linear(edge_dim, fin)
+
+    def forward(self, x, a, e):
+        if e is None:
+            return self.nn(x + a @ x)
+        messages = F.relu(x.unsqueeze(0) + self.lin(e))  # [t, s, F]
+        return self.nn(x + (a.unsqueeze(-1) * messages).sum(1))
+
+
+class NodeLinear(nn.Module):
+    def __init__(self, fin, fout):
+        super().__init__()
+        self.lin = nn.Linear(fin, fout)
+
+    def forward(self, x, a, e):
+        return self.lin(x)
+
+
+class AttentionPool(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.gate = nn.Linear(width, 1)
+
+
+class Gnn(nn.Module):
+    def __init__(self, f, conv, features, vocab, edge_dim, outputs):
+        super().__init__()
+        hidden, layers = int(attr(f, "hidden")), int(attr(f, "layers"))
+        if features:
+            self.node_encoder = nn.Linear(features, hidden)
+        if vocab:
+            self.type_embedding = nn.Embedding(vocab, hidden)
+        make = {"gcn": lambda: GCNConv(hidden, hidden),
+                "gat": lambda: GATConv(hidden, hidden, int(attr(f, "heads")), edge_dim),
+                "gin": lambda: GINConv(hidden, hidden, edge_dim),
+                "none": lambda: NodeLinear(hidden, hidden)}[conv]
+        self.convs = nn.ModuleList([make() for _ in range(layers)])
+        self.pooling = attr(f, "pooling")
+        if self.pooling == "attention":
+            self.pool = AttentionPool(hidden)
+        self.head = make_head(hidden, int(attr(f, "head_hidden")), outputs)
+        self.residual = bool(attr(f, "residual"))
+        if "criterion.weight" in f["model"]:
+            self.criterion = nn.CrossEntropyLoss(weight=torch.ones(outputs), reduction="sum")
+
+    def forward(self, g):
+        x = 0
+        if hasattr(self, "node_encoder"):
+            x = self.node_encoder(g["node_features"])
+        if hasattr(self, "type_embedding"):
+            x = x + self.type_embedding(g["node_type"])
+        n = x.shape[0]
+        a = dense_adjacency(g["edge_index"], n)
+        e = (dense_edge_features(g["edge_index"], g["edge_features"], n)
+             if "edge_features" in g else None)
+        for conv in self.convs:
+            z = F.relu(conv(x, a, e))
+            x = x + z if self.residual else z
+        owner = g["node_graph"]
+        pooled = []
+        for b in range(int(owner.max()) + 1):
+            h = x[owner == b]
+            if self.pooling == "sum":
+                pooled.append(h.sum(0))
+            elif self.pooling == "mean":
+                pooled.append(h.mean(0))
+            elif self.pooling == "max":
+                pooled.append(h.max(0).values)
+            else:
+                w = self.pool.gate(h).softmax(0)
+                pooled.append((w * h).sum(0))
+        return self.head(torch.stack(pooled))
+
+
+def build_gnn(f, targets):
+    g = {k: torch.from_numpy(v[()]) for k, v in f["graph"].items()}
+    task = attr(f, "task")
+    outputs = int(attr(f, "num_classes")) if task == "classification" else (
+        1 if targets.dim() == 1 else targets.shape[1])
+    features = g["node_features"].shape[1] if "node_features" in g else 0
+    edge_dim = g["edge_features"].shape[1] if "edge_features" in g else 0
+    module = Gnn(f, attr(f, "conv"), features, int(attr(f, "vocab_size")), edge_dim, outputs)
+    return module, g, targets
+
+
 # --- the comparison ---------------------------------------------------------------------
 
 def attr(f, name):
@@ -158,6 +315,8 @@ def build(f):
     kind, task = attr(f, "kind"), attr(f, "task")
     inputs = [torch.from_numpy(f["inputs"][str(i)][()]) for i in range(len(f["inputs"]))]
     targets = torch.from_numpy(f["targets"][()])
+    if kind == "gnn":
+        return build_gnn(f, targets)
     hidden, layers = int(attr(f, "hidden")), int(attr(f, "layers"))
     if kind == "gpt":
         context = inputs[0].shape[1]
@@ -176,14 +335,15 @@ def build(f):
     return module, inputs, targets
 
 
-def loss_and_metrics(f, out, targets):
+def loss_and_metrics(f, out, targets, module=None):
     kind, task, loss = attr(f, "kind"), attr(f, "task"), attr(f, "loss")
     if kind == "gpt":
         logits = out.reshape(-1, out.shape[-1])
         value = F.cross_entropy(logits, targets.reshape(-1), reduction="sum")
         return out, value, {"accuracy": (out.argmax(-1) == targets).sum().float()}
     if task == "classification":
-        value = F.cross_entropy(out, targets, reduction="sum")
+        weight = module.criterion.weight if hasattr(module, "criterion") else None
+        value = F.cross_entropy(out, targets, weight=weight, reduction="sum")
         return out, value, {"accuracy": (out.argmax(1) == targets).sum().float()}
     pred = out.squeeze(1) if targets.dim() == 1 else out
     if loss == "huber":
@@ -222,8 +382,10 @@ class ParityTest(unittest.TestCase):
 
     def test_cases_cover_every_kind(self):
         kinds = {re.split(r"[_.]", os.path.basename(p))[0] for p in self.files}
-        self.assertEqual(kinds, {"lstm", "mlp", "gpt"})
-        self.assertGreaterEqual(len(self.files), 7)
+        self.assertEqual(kinds, {"lstm", "mlp", "gpt", "gnn"})
+        self.assertGreaterEqual(len(self.files), 12)
+        convs = {re.split(r"[_.]", os.path.basename(p))[1] for p in self.files if "gnn" in p}
+        self.assertEqual(convs, {"gcn", "gat", "gin", "gine", "none"})
 
     def test_parity(self):
         for path in self.files:
@@ -236,7 +398,7 @@ class ParityTest(unittest.TestCase):
                 # strict: every name of the torch.nn module is in the file and nothing else
                 self.assertEqual(set(state), set(module.state_dict()))
                 module.load_state_dict(state, strict=True)
-                out, loss, metrics = loss_and_metrics(f, module(inputs), targets)
+                out, loss, metrics = loss_and_metrics(f, module(inputs), targets, module)
                 loss.backward()
                 worst = self.assertClose("output", out.detach(), f["output"][()])
                 self.assertClose("loss", loss.detach(), f["loss"][()])
@@ -256,12 +418,15 @@ class ParityTest(unittest.TestCase):
                 module, inputs, targets = build(f)
                 state = {k: torch.from_numpy(v[()]) for k, v in f["model"].items()}
                 name = sorted(k for k in state if k.endswith("weight") and "ln" not in k)[0]
+                if attr(f, "kind") == "gnn":  # a ReLU unit may be off for every node: perturb
+                    # the head's last layer, whose inputs are GELU outputs (or the pooled sum)
+                    name = sorted(k for k in state if re.match(r"head\.\d+\.weight", k))[-1]
                 state[name].view(-1)[0] += PERTURBATION
                 if name == "transformer.wte.weight":
                     state["lm_head.weight"] = state[name]
                 module.load_state_dict(state, strict=True)
                 with torch.no_grad():
-                    out, _, _ = loss_and_metrics(f, module(inputs), targets)
+                    out, _, _ = loss_and_metrics(f, module(inputs), targets, module)
                 ours = torch.from_numpy(f["output"][()])
                 self.assertFalse(torch.allclose(out, ours, rtol=TOL, atol=TOL), name)
 

@@ -15,3 +15,12 @@ foreach(case elastic_resume_matches_uninterrupted_run nan_step_is_skipped_on_eve
              cuda_graphs_setting_is_not_silently_ignored host_sync_log_masks_bad_steps_on_the_device)
   mb_add_python_test(train.${case} train/test_training.py ARGS TrainingTest.test_${case} TIMEOUT 900)
 endforeach()
+
+# Graph models end to end (issue 18), one CTest entry per test.
+foreach(case elastic_resume_2_to_1_matches_the_uninterrupted_run
+             gin_learns_the_motifs_far_above_the_node_only_baseline
+             eval_metrics_in_metrics_jsonl_and_one_prediction_per_graph
+             balanced_class_weights_come_from_the_train_split)
+  mb_add_python_test(train.graphs_${case} train/test_graphs_training.py
+                     ARGS GraphTrainingTest.test_${case} TIMEOUT 900)
+endforeach()

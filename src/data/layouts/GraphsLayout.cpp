@@ -1,0 +1,558 @@
+#include "data/layouts/GraphsLayout.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
+#include <ATen/Functions.h>
+
+#include "common/Error.h"
+#include "data/ValueScan.h"
+
+namespace mb::data {
+namespace {
+
+constexpr const char* kName = "graphs";
+constexpr const char* kOffsetsHint =
+    "offsets are cumulative counts: [0, n_0, n_0 + n_1, ..., total] (docs/data-format.md, graphs)";
+
+std::optional<std::string> checkConfig(const Config& c) {
+  if (c.data.residency == Residency::kStream)
+    return "data.layout = graphs cannot use data.residency = stream (a batch of graphs is not a "
+           "set of rows that streamed chunks can be merged from): set data.residency = host or "
+           "device; graph datasets are resident";
+  if (c.data.split.embargo > 0)
+    return "data.layout = graphs: graphs are independent samples, so data.split.embargo = " +
+           std::to_string(c.data.split.embargo) + " means nothing: set it to -1 (or 0)";
+  return std::nullopt;
+}
+
+std::optional<std::string> inspect(hid_t /*file*/, const std::vector<ListedDataset>& datasets) {
+  auto find = [&](const std::string& name) -> const ListedDataset* {
+    for (const auto& d : datasets) {
+      if (d.path == name) return &d;
+    }
+    return nullptr;
+  };
+  const ListedDataset* offsets = find("node_offsets");
+  if (offsets == nullptr) return std::nullopt;
+  std::string text = "layout: graphs, " + std::to_string(offsets->info.rows() - 1) + " graphs";
+  if (const ListedDataset* features = find("node_features"))
+    text += ", node_features " + schema::shapeText(features->info.dims);
+  if (const ListedDataset* types = find("node_type"))
+    text += ", node_type " + schema::shapeText(types->info.dims);
+  if (const ListedDataset* edges = find("edge_index"))
+    text += ", edge_index " + schema::shapeText(edges->info.dims);
+  return text + "\nsamples: " + std::to_string(offsets->info.rows() - 1) + " (graphs)";
+}
+
+std::vector<std::int64_t> readAll(hid_t file, const DatasetMeta& d) {
+  at::Tensor t = h5::readTensor(file, d.path, ExitCode::kData, at::kLong).contiguous();
+  return {t.data_ptr<std::int64_t>(), t.data_ptr<std::int64_t>() + t.numel()};
+}
+
+// Offsets start at 0, never decrease (nodes: every graph has one), and end at `total`.
+void checkOffsets(const std::string& path, const DatasetMeta& d,
+                  const std::vector<std::int64_t>& offsets, std::int64_t total,
+                  const std::string& totalName, bool nonEmpty) {
+  const std::string where = schema::where(path, d.path);
+  if (offsets.front() != 0)
+    throw DataError(where + ": starts at " + std::to_string(offsets.front()) + ", expected 0",
+                    kOffsetsHint);
+  for (std::size_t g = 0; g + 1 < offsets.size(); ++g) {
+    if (offsets[g + 1] < offsets[g])
+      throw DataError(where + ": decreases at graph " + std::to_string(g) + " (" +
+                          std::to_string(offsets[g]) + " then " + std::to_string(offsets[g + 1]) +
+                          ")",
+                      kOffsetsHint);
+    if (nonEmpty && offsets[g + 1] == offsets[g])
+      throw DataError(where + ": graph " + std::to_string(g) + " has no nodes (offsets " +
+                          std::to_string(g) + " and " + std::to_string(g + 1) + " are both " +
+                          std::to_string(offsets[g]) + ")",
+                      "every graph needs at least one node: drop empty graphs");
+  }
+  if (offsets.back() != total)
+    throw DataError(where + ": ends at " + std::to_string(offsets.back()) + ", but " + totalName +
+                        " has " + std::to_string(total),
+                    kOffsetsHint);
+}
+
+// A per-graph dataset has G rows (node_offsets has G + 1).
+void requireGraphRows(const std::string& path, const DatasetMeta& d, std::int64_t graphs) {
+  if (d.info.rows() != graphs)
+    throw DataError(
+        schema::where(path, d.path) + ": expected one row per graph, G = " +
+            std::to_string(graphs) + " (/node_offsets holds G + 1 = " + std::to_string(graphs + 1) +
+            "), found " + std::to_string(d.info.rows()) + " " + schema::shapeText(d.info.dims),
+        "one label (and graph id) per graph, in the graphs' order");
+}
+
+std::int64_t readVocabSize(hid_t file, const std::string& path, const DatasetMeta& types) {
+  h5::Handle dataset = h5::openDataset(file, types.path, ExitCode::kData);
+  if (!h5::hasAttribute(dataset.get(), "vocab_size"))
+    throw DataError(schema::where(path, types.path) + ": attribute vocab_size is missing",
+                    "set it to the number of node types: f['node_type'].attrs['vocab_size'] = 12");
+  std::int64_t vocab = h5::readIntAttribute(dataset.get(), "vocab_size", ExitCode::kData);
+  if (vocab < 1 || vocab > (std::int64_t{1} << 31))
+    throw DataError(schema::where(path, types.path) + ": vocab_size = " + std::to_string(vocab) +
+                    " must be in [1, 2^31]");
+  return vocab;
+}
+
+// A hash of up to 8 evenly spaced runs of 64 edge columns (the fingerprint's share of
+// /edge_index: its rows are the whole edge list, too long to hash as rows).
+std::string edgeHash(hid_t file, const DatasetMeta& edges) {
+  h5::Handle dataset = h5::openDataset(file, edges.path, ExitCode::kData);
+  const std::int64_t columns = edges.dim(1);
+  const std::int64_t width = std::min<std::int64_t>(columns, 64);
+  std::uint64_t hash = hashBytes("edges", 5);
+  for (std::int64_t k = 0; k < 8 && width > 0; ++k) {
+    std::int64_t begin = (columns - width) * k / 7;
+    at::Tensor piece = at::empty({2, width}, at::kLong);
+    h5::readRowsInto(dataset.get(), begin, begin + width, piece, ExitCode::kData,
+                     schema::where(h5::fileNameOf(file), edges.path), H5P_DEFAULT, 1);
+    hash = hashBytes(piece.data_ptr(), static_cast<std::size_t>(piece.numel() * 8), hash);
+  }
+  char text[40];
+  std::snprintf(text, sizeof(text), "|edges=%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
+// The view of Note [Graph splits] for the file's labels (classification) or the identity.
+std::vector<std::int64_t> makeView(hid_t file, const FileSchema& s, const Config& config) {
+  const std::int64_t graphs = s.numSamples;
+  if (!s.classification) {
+    std::vector<std::int64_t> identity(static_cast<std::size_t>(graphs));
+    for (std::int64_t g = 0; g < graphs; ++g)
+      identity[g] = g;
+    return identity;
+  }
+  std::vector<std::int64_t> labels = readAll(file, s.targets);
+  for (std::size_t g = 0; g < labels.size(); ++g) {
+    if (labels[g] < 0)
+      throw DataError(schema::where(s.path, s.targets.path) + ": class label " +
+                          std::to_string(labels[g]) + " at graph " + std::to_string(g) +
+                          " is negative",
+                      "labels must be 0..classes-1");
+  }
+  // The loader cuts the same splits (Layout::oneWindowEmbargo is a gap of 0 here).
+  auto splits = planSplits({0, graphs}, config.data.split,
+                           fixedGap(std::max<std::int64_t>(0, config.data.split.embargo)), s.path);
+  std::vector<std::int64_t> ends;
+  for (const auto& range : splits) {
+    ends.push_back(range.begin);
+    ends.push_back(range.end);
+  }
+  ends.push_back(graphs);
+  std::sort(ends.begin(), ends.end());
+  ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+  if (!ends.empty() && ends.front() == 0) ends.erase(ends.begin());
+  return GraphsLayout::stratifiedView(labels, ends);
+}
+
+}  // namespace
+
+LayoutKind graphsLayoutKind() {
+  LayoutKind kind;
+  kind.name = kName;
+  kind.summary =
+      "many small graphs (one sample each) in CSR form: /node_features or /node_type, "
+      "/edge_index [2, E], /node_offsets and /edge_offsets [G+1], /label [G] or [G, K]";
+  kind.marker = "/node_offsets";
+  kind.open = GraphsLayout::open;
+  kind.checkConfig = checkConfig;
+  kind.inspect = inspect;
+  return kind;
+}
+
+std::vector<std::int64_t> GraphsLayout::stratifiedView(const std::vector<std::int64_t>& labels,
+                                                       const std::vector<std::int64_t>& blockEnds) {
+  const auto graphs = static_cast<std::int64_t>(labels.size());
+  std::int64_t classes = 0;
+  for (std::int64_t label : labels)
+    classes = std::max(classes, label + 1);
+  std::vector<std::int64_t> perClass(static_cast<std::size_t>(classes), 0);
+  struct Key {
+    std::int64_t index, count, label, graph;  // k-th of its class, of n_c; key (2k+1)/(2 n_c)
+  };
+  std::vector<Key> keys;
+  keys.reserve(labels.size());
+  for (std::int64_t g = 0; g < graphs; ++g)
+    keys.push_back({perClass[labels[g]]++, 0, labels[g], g});
+  for (auto& key : keys)
+    key.count = perClass[key.label];
+  std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+    __int128 left = static_cast<__int128>(2 * a.index + 1) * b.count;
+    __int128 right = static_cast<__int128>(2 * b.index + 1) * a.count;
+    return left != right ? left < right : a.label < b.label;
+  });
+  std::vector<std::int64_t> view(labels.size());
+  for (std::int64_t p = 0; p < graphs; ++p)
+    view[p] = keys[p].graph;
+  std::int64_t begin = 0;
+  for (std::int64_t end : blockEnds) {
+    std::sort(view.begin() + begin, view.begin() + end);
+    begin = end;
+  }
+  return view;
+}
+
+GraphsLayout::GraphsLayout(FileSchema schema, Datasets datasets,
+                           std::vector<std::int64_t> nodeOffsets,
+                           std::vector<std::int64_t> edgeOffsets, std::vector<std::int64_t> view,
+                           std::int64_t vocabSize, std::string fingerprintDetail)
+    : Layout(std::move(schema)),
+      d_(std::move(datasets)),
+      nodeOffsets_(std::move(nodeOffsets)),
+      edgeOffsets_(std::move(edgeOffsets)),
+      view_(std::move(view)),
+      vocabSize_(vocabSize),
+      fingerprintDetail_(std::move(fingerprintDetail)) {
+  int slot = 0;
+  if (d_.nodeFeatures.present()) slots_.nodeFeatures = slot++;
+  if (d_.nodeTypes.present()) slots_.nodeTypes = slot++;
+  slots_.edgeIndex = slot++;
+  if (d_.edgeFeatures.present()) slots_.edgeFeatures = slot++;
+  slots_.labels = slot++;
+  slots_.nodeOffsets = slot++;
+  slots_.edgeOffsets = slot++;
+  slots_.graphIds = slot++;
+}
+
+std::shared_ptr<const Layout> GraphsLayout::open(hid_t file, const std::string& path,
+                                                 const Config& config) {
+  FileSchema s;
+  s.path = path;
+  s.layout = kName;
+  s.classification = config.model.task == Task::kClassification;
+  Datasets d;
+  d.nodeOffsets = schema::require(file, path, "node_offsets", "node_offsets");
+  schema::requireRank(path, d.nodeOffsets, 1, 1, "[G+1]");
+  schema::requireInteger(path, d.nodeOffsets, "cumulative node counts");
+  if (d.nodeOffsets.info.rows() < 2)
+    throw DataError(schema::where(path, d.nodeOffsets.path) + ": holds " +
+                        std::to_string(d.nodeOffsets.info.rows()) +
+                        " offset(s); a file of G >= 1 graphs holds G + 1",
+                    kOffsetsHint);
+  s.numSamples = d.nodeOffsets.info.rows() - 1;
+  d.edgeOffsets = schema::require(file, path, "edge_offsets", "edge_offsets");
+  schema::requireRank(path, d.edgeOffsets, 1, 1, "[G+1]");
+  schema::requireInteger(path, d.edgeOffsets, "cumulative edge counts");
+  schema::requireRows(path, d.edgeOffsets, s.numSamples + 1, d.nodeOffsets);
+
+  d.nodeFeatures = schema::optional(file, path, "node_features", "node features");
+  d.nodeTypes = schema::optional(file, path, "node_type", "categorical node types");
+  if (!d.nodeFeatures.present() && !d.nodeTypes.present())
+    throw DataError(
+        path + ": the graphs have no node inputs: neither /node_features [N_nodes, F] " +
+            "nor /node_type [N_nodes] is there" + schema::siblings(file, "node_features"),
+        schema::kFormatHint);
+  std::int64_t nodes = 0;
+  if (d.nodeFeatures.present()) {
+    schema::requireRank(path, d.nodeFeatures, 2, 2, "[N_nodes, F]");
+    schema::requireNumeric(path, d.nodeFeatures);
+    nodes = d.nodeFeatures.info.rows();
+  }
+  std::int64_t vocab = 0;
+  if (d.nodeTypes.present()) {
+    schema::requireRank(path, d.nodeTypes, 1, 1, "[N_nodes]");
+    schema::requireInteger(path, d.nodeTypes, "node type ids 0..vocab_size-1");
+    if (d.nodeFeatures.present()) schema::requireRows(path, d.nodeTypes, nodes, d.nodeFeatures);
+    nodes = d.nodeTypes.info.rows();
+    vocab = readVocabSize(file, path, d.nodeTypes);
+  }
+  d.edgeIndex = schema::require(file, path, "edge_index", "edge_index");
+  schema::requireRank(path, d.edgeIndex, 2, 2, "[2, E]");
+  schema::requireInteger(path, d.edgeIndex, "local node ids");
+  if (d.edgeIndex.dim(0) != 2)
+    throw DataError(schema::where(path, d.edgeIndex.path) +
+                        ": expected shape [2, E] (sources in row 0, targets in row 1), found " +
+                        schema::shapeText(d.edgeIndex.info.dims),
+                    "an [E, 2] edge list is the transpose: write f['edge_index'] = edges.T");
+  const std::int64_t edges = d.edgeIndex.dim(1);
+  d.edgeFeatures = schema::optional(file, path, "edge_features", "edge features");
+  if (d.edgeFeatures.present()) {
+    schema::requireRank(path, d.edgeFeatures, 2, 2, "[E, F_e]");
+    schema::requireNumeric(path, d.edgeFeatures);
+    if (d.edgeFeatures.info.rows() != edges)
+      throw DataError(
+          schema::where(path, d.edgeFeatures.path) + ": expected E = " + std::to_string(edges) +
+              " rows (one per column of /edge_index " + schema::shapeText(d.edgeIndex.info.dims) +
+              "), found " + schema::shapeText(d.edgeFeatures.info.dims),
+          "one edge feature row per edge");
+  }
+  s.targets = schema::require(file, path, "label", "graph labels");
+  schema::requireRank(path, s.targets, 1, 2, "[G] or [G, K]");
+  schema::requireNumeric(path, s.targets);
+  requireGraphRows(path, s.targets, s.numSamples);
+  if (s.classification) {
+    if (s.targets.info.typeClass != H5T_INTEGER)
+      throw DataError(schema::where(path, s.targets.path) +
+                          ": model.task = classification needs integer class labels, found " +
+                          s.targets.info.typeName(),
+                      "store labels as integers 0..classes-1, or use model.task = regression");
+    schema::requireRank(path, s.targets, 1, 1, "[G] (one label per graph)");
+  }
+  d.graphIds = schema::optional(file, path, "graph_id", "graph ids");
+  if (d.graphIds.present()) {
+    schema::requireRank(path, d.graphIds, 1, 2, "[G] or [G, L] (NUL-padded text)");
+    schema::requireInteger(path, d.graphIds, "integer ids, or uint8 text rows");
+    requireGraphRows(path, d.graphIds, s.numSamples);
+  }
+
+  std::vector<std::int64_t> nodeOffsets = readAll(file, d.nodeOffsets);
+  checkOffsets(path, d.nodeOffsets, nodeOffsets, nodes,
+               d.nodeFeatures.present() ? "/node_features" : "/node_type", true);
+  std::vector<std::int64_t> edgeOffsets = readAll(file, d.edgeOffsets);
+  checkOffsets(path, d.edgeOffsets, edgeOffsets, edges, "/edge_index (columns)", false);
+  std::vector<std::int64_t> view = makeView(file, s, config);
+  std::string detail = edgeHash(file, d.edgeIndex);
+  return std::shared_ptr<const Layout>(
+      new GraphsLayout(std::move(s), std::move(d), std::move(nodeOffsets), std::move(edgeOffsets),
+                       std::move(view), vocab, std::move(detail)));
+}
+
+void GraphsLayout::describe(DataInfo& info) const {
+  Layout::describe(info);
+  info.inputs.clear();
+  if (d_.nodeFeatures.present())
+    info.inputs.push_back({"node_features", 0, d_.nodeFeatures.dim(1)});
+  if (d_.nodeTypes.present()) info.inputs.push_back({"node_types", 0, 0});
+  if (d_.edgeFeatures.present())
+    info.inputs.push_back({"edge_features", 0, d_.edgeFeatures.dim(1)});
+  info.vocabSize = vocabSize_;
+  info.sampleIdDataset = d_.graphIds.path;
+}
+
+std::vector<DatasetMeta> GraphsLayout::contentDatasets() const {
+  return {d_.nodeOffsets, d_.edgeOffsets, d_.nodeFeatures, d_.nodeTypes, d_.edgeFeatures};
+}
+
+NextStart GraphsLayout::oneWindowEmbargo(IndexReader& /*index*/) const {
+  return fixedGap(0);  // graphs share no rows
+}
+
+std::vector<std::int64_t> GraphsLayout::graphsOf(SampleRange samples) const {
+  std::vector<std::int64_t> graphs(view_.begin() + samples.begin, view_.begin() + samples.end);
+  if (!std::is_sorted(graphs.begin(), graphs.end()))
+    throw RuntimeError("graphs layout: samples [" + std::to_string(samples.begin) + ", " +
+                       std::to_string(samples.end) +
+                       ") cross a split of the view (Note [Graph splits]); stores never do");
+  return graphs;
+}
+
+std::int64_t GraphsLayout::graphOfNode(std::int64_t row) const {
+  auto it = std::upper_bound(nodeOffsets_.begin(), nodeOffsets_.end(), row);
+  return static_cast<std::int64_t>(it - nodeOffsets_.begin()) - 1;
+}
+
+std::int64_t GraphsLayout::graphOfEdge(std::int64_t column) const {
+  auto it = std::upper_bound(edgeOffsets_.begin(), edgeOffsets_.end(), column);
+  return static_cast<std::int64_t>(it - edgeOffsets_.begin()) - 1;
+}
+
+// Reads, in this order: node features, node types, edge index (columns), edge features, labels;
+// each the span from the store's first graph to its last (Note [Graph splits]).
+StorePlan GraphsLayout::planStore(SampleRange samples, DType residentDtype,
+                                  IndexReader& /*index*/) const {
+  StorePlan plan;
+  plan.samples = samples;
+  std::vector<std::int64_t> graphs = graphsOf(samples);
+  ItemRange span, nodeRows, edgeColumns;
+  if (!graphs.empty()) {
+    span = {graphs.front(), graphs.back() + 1};
+    nodeRows = {nodeOffsets_[span.begin], nodeOffsets_[span.end]};
+    edgeColumns = {edgeOffsets_[span.begin], edgeOffsets_[span.end]};
+  }
+  auto add = [&](std::size_t part, const DatasetMeta& d, ItemRange rows,
+                 std::vector<std::int64_t> shape, at::ScalarType type, int axis) {
+    ReadSpec read;
+    read.part = part;
+    read.path = d.path;
+    read.rows = rows;
+    read.shape = std::move(shape);
+    read.type = type;
+    read.axis = axis;
+    plan.reads.push_back(std::move(read));
+  };
+  const at::ScalarType floats = residentFloatType(residentDtype);
+  if (d_.nodeFeatures.present())
+    add(kNodeFeatures, d_.nodeFeatures, nodeRows,
+        withRows(nodeRows.size(), d_.nodeFeatures.info.dims), floats, 0);
+  if (d_.nodeTypes.present())
+    add(kNodeTypes, d_.nodeTypes, nodeRows, {nodeRows.size()}, at::kInt, 0);
+  add(kEdgeIndex, d_.edgeIndex, edgeColumns, {2, edgeColumns.size()}, at::kInt, 1);
+  if (d_.edgeFeatures.present())
+    add(kEdgeFeatures, d_.edgeFeatures, edgeColumns,
+        withRows(edgeColumns.size(), d_.edgeFeatures.info.dims), floats, 0);
+  plan.reads.push_back(targetsRead({span.begin, span.end}));
+  return plan;
+}
+
+void GraphsLayout::checkInput(const ReadSpec& read, const at::Tensor& values) const {
+  switch (read.part) {
+    case kNodeFeatures:
+      requireFinite(schema_, read, values, [this](std::int64_t row) {
+        return "node row " + std::to_string(row) + " (graph " + std::to_string(graphOfNode(row)) +
+               ")";
+      });
+      return;
+    case kEdgeFeatures:
+      requireFinite(schema_, read, values, [this](std::int64_t row) {
+        return "edge " + std::to_string(row) + " (graph " + std::to_string(graphOfEdge(row)) + ")";
+      });
+      return;
+    case kNodeTypes: {
+      std::int64_t row = firstOutOfRangeRow(values, 0, vocabSize_);
+      if (row < 0) return;
+      std::int64_t fileRow = read.rows.begin + row;
+      throw DataError(describeDataset(schema_, d_.nodeTypes) + ": node type " +
+                          std::to_string(values[row].item<std::int64_t>()) + " at node row " +
+                          std::to_string(fileRow) + " (graph " +
+                          std::to_string(graphOfNode(fileRow)) +
+                          ") is outside [0, vocab_size = " + std::to_string(vocabSize_) + ")",
+                      "node types must be 0..vocab_size-1; raise the attribute vocab_size");
+    }
+    case kEdgeIndex:
+      checkEdges(read, values);
+      return;
+    default:
+      return;
+  }
+}
+
+// Every edge's endpoints are local ids of its own graph: 0 <= id < nodes of that graph.
+void GraphsLayout::checkEdges(const ReadSpec& read, const at::Tensor& edges) const {
+  if (read.rows.size() == 0) return;
+  const std::int64_t first = graphOfEdge(read.rows.begin);
+  const std::int64_t last = graphOfEdge(read.rows.end - 1);
+  std::vector<std::int64_t> nodes, counts;
+  for (std::int64_t g = first; g <= last; ++g) {
+    nodes.push_back(nodeOffsets_[g + 1] - nodeOffsets_[g]);
+    counts.push_back(edgeOffsets_[g + 1] - edgeOffsets_[g]);
+  }
+  at::Tensor limit =
+      at::repeat_interleave(at::tensor(nodes, at::kLong), at::tensor(counts, at::kLong))
+          .to(edges.device());  // [columns] nodes of each edge's graph
+  at::Tensor bad = edges.lt(0).logical_or(edges.ge(limit.unsqueeze(0))).any(0);  // [columns]
+  if (!bad.any().item<bool>()) return;
+  const std::int64_t column = bad.nonzero()[0][0].item<std::int64_t>();
+  const std::int64_t fileColumn = read.rows.begin + column;
+  const std::int64_t graph = graphOfEdge(fileColumn);
+  at::Tensor pair = edges.select(1, column).to(at::kCPU, at::kLong);
+  const std::int64_t size = nodeOffsets_[graph + 1] - nodeOffsets_[graph];
+  throw DataError(describeDataset(schema_, d_.edgeIndex) + ": edge " +
+                      std::to_string(fileColumn - edgeOffsets_[graph]) + " of graph " +
+                      std::to_string(graph) + " (column " + std::to_string(fileColumn) + ") is (" +
+                      std::to_string(pair[0].item<std::int64_t>()) + ", " +
+                      std::to_string(pair[1].item<std::int64_t>()) + "), but the graph has " +
+                      std::to_string(size) + " nodes (local ids 0.." + std::to_string(size - 1) +
+                      ")",
+                  "edge_index holds node ids local to each graph (0 = the graph's first node)");
+}
+
+// Drops the span's graphs that belong to other stores and appends the store's own offsets and
+// file graph numbers (Note [Graph gather]).
+std::vector<at::Tensor> GraphsLayout::prepareStore(const StorePlan& plan,
+                                                   std::vector<at::Tensor> tensors) const {
+  const std::vector<std::int64_t> graphs = graphsOf(plan.samples);
+  const auto n = static_cast<std::int64_t>(graphs.size());
+  const c10::Device device = tensors.at(slots_.labels).device();
+  const std::int64_t first = graphs.empty() ? 0 : graphs.front();
+  const bool whole = graphs.empty() || graphs.back() + 1 - first == n;
+  std::vector<std::int64_t> nodeOffsets{0}, edgeOffsets{0}, keepGraphs, keepNodes, keepEdges;
+  for (std::int64_t g : graphs) {
+    const std::int64_t nodes = nodeOffsets_[g + 1] - nodeOffsets_[g];
+    const std::int64_t edges = edgeOffsets_[g + 1] - edgeOffsets_[g];
+    nodeOffsets.push_back(nodeOffsets.back() + nodes);
+    edgeOffsets.push_back(edgeOffsets.back() + edges);
+    if (whole) continue;
+    keepGraphs.push_back(g - first);
+    for (std::int64_t r = 0; r < nodes; ++r)
+      keepNodes.push_back(nodeOffsets_[g] - nodeOffsets_[first] + r);
+    for (std::int64_t e = 0; e < edges; ++e)
+      keepEdges.push_back(edgeOffsets_[g] - edgeOffsets_[first] + e);
+  }
+  auto upload = [&](const std::vector<std::int64_t>& values) {
+    return at::tensor(values, at::kLong).to(device);
+  };
+  auto keep = [&](int slot, std::int64_t dim, const std::vector<std::int64_t>& rows) {
+    if (slot >= 0) tensors[slot] = tensors[slot].index_select(dim, upload(rows));
+  };
+  if (!whole) {
+    keep(slots_.nodeFeatures, 0, keepNodes);
+    keep(slots_.nodeTypes, 0, keepNodes);
+    keep(slots_.edgeIndex, 1, keepEdges);
+    keep(slots_.edgeFeatures, 0, keepEdges);
+    keep(slots_.labels, 0, keepGraphs);
+  }
+  tensors.push_back(upload(nodeOffsets));  // slots_.nodeOffsets
+  tensors.push_back(upload(edgeOffsets));  // slots_.edgeOffsets
+  tensors.push_back(upload(graphs));       // slots_.graphIds
+  return tensors;
+}
+
+namespace {
+
+// Rows start[i] .. start[i] + count[i] - 1 of every i, concatenated ([total] = sum of counts),
+// the i of each ([total]), and where each i's rows begin in the result ([B]).
+struct Ranges {
+  at::Tensor rows;
+  at::Tensor owner;
+  at::Tensor base;
+};
+
+Ranges concatenateRanges(const at::Tensor& start, const at::Tensor& count, std::int64_t total) {
+  Ranges r;
+  r.base = count.cumsum(0) - count;
+  // The repeats-only overload (arange(B) repeated count times); a plain int64 second argument
+  // would pick the (self, int repeats) overload instead.
+  r.owner = at::repeat_interleave(count, c10::optional<std::int64_t>(total));
+  r.rows = start.index_select(0, r.owner) + at::arange(total, count.options()) -
+           r.base.index_select(0, r.owner);
+  return r;
+}
+
+}  // namespace
+
+Batch GraphsLayout::gather(const std::vector<at::Tensor>& store, const at::Tensor& local,
+                           at::ScalarType inputType) const {
+  const at::Tensor& nodeOffsets = store[slots_.nodeOffsets];
+  const at::Tensor& edgeOffsets = store[slots_.edgeOffsets];
+  at::Tensor next = local + 1;
+  at::Tensor nodeStart = nodeOffsets.index_select(0, local);  // [B]
+  at::Tensor nodeCount = nodeOffsets.index_select(0, next) - nodeStart;
+  at::Tensor edgeStart = edgeOffsets.index_select(0, local);
+  at::Tensor edgeCount = edgeOffsets.index_select(0, next) - edgeStart;
+  at::Tensor totals = at::stack({nodeCount.sum(), edgeCount.sum()}).to(at::kCPU);  // one read
+  const std::int64_t totalNodes = totals[0].item<std::int64_t>();
+  const std::int64_t totalEdges = totals[1].item<std::int64_t>();
+  Ranges nodes = concatenateRanges(nodeStart, nodeCount, totalNodes);
+  Ranges edges = concatenateRanges(edgeStart, edgeCount, totalEdges);
+
+  Batch batch;
+  if (slots_.nodeFeatures >= 0)
+    batch.nodeFeatures = store[slots_.nodeFeatures].index_select(0, nodes.rows).to(inputType);
+  if (slots_.nodeTypes >= 0)
+    batch.nodeTypes = store[slots_.nodeTypes].index_select(0, nodes.rows).to(at::kLong);
+  batch.edgeIndex = store[slots_.edgeIndex].index_select(1, edges.rows).to(at::kLong) +
+                    nodes.base.index_select(0, edges.owner).unsqueeze(0);  // [2, E] batch rows
+  if (slots_.edgeFeatures >= 0)
+    batch.edgeFeatures = store[slots_.edgeFeatures].index_select(0, edges.rows).to(inputType);
+  batch.nodeGraph = nodes.owner;
+  batch.targets = store[slots_.labels].index_select(0, local);
+  batch.sampleIndex = store[slots_.graphIds].index_select(0, local);
+  return batch;
+}
+
+std::vector<std::int64_t> GraphsLayout::sampleCosts(SampleRange samples) const {
+  std::vector<std::int64_t> costs;
+  costs.reserve(static_cast<std::size_t>(samples.size()));
+  for (std::int64_t i = samples.begin; i < samples.end; ++i) {
+    const std::int64_t g = view_[i];
+    costs.push_back(nodeOffsets_[g + 1] - nodeOffsets_[g]);
+  }
+  return costs;
+}
+
+}  // namespace mb::data
