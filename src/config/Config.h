@@ -78,6 +78,7 @@ struct ModelConfig {
   std::int64_t laneStride = 1;  // stateful: items a lane advances per step (Note [Lane order])
   bool bias = true;             // GPT linear and LayerNorm biases
   std::int64_t vocabSize = 0;   // GPT: 0 = the data file's vocab_size attribute
+  std::string path;             // torchscript: the archive torch.jit.save wrote
 };
 
 struct EarlyStoppingConfig {

@@ -362,6 +362,9 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("model.bias", model.bias, "GPT: biases in linear and LayerNorm layers"),
       MB_FIELD("model.vocab_size", model.vocabSize,
                "GPT vocabulary; 0 = the data file's vocab_size"),
+      MB_FIELD("model.path", model.path,
+               "torchscript: the archive torch.jit.save wrote; its TorchScript code runs",
+               {"archive", "file", "module_path", "script"}),
       // train
       MB_FIELD("train.global_batch", train.globalBatch,
                "samples per optimizer step, over all ranks", {"batch_size", "batch"}),

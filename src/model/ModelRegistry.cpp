@@ -6,6 +6,7 @@
 #include "model/Gpt.h"
 #include "model/Lstm.h"
 #include "model/Mlp.h"
+#include "model/TorchScriptModel.h"
 
 namespace mb::model {
 
@@ -14,6 +15,7 @@ const std::vector<ModelKind>& modelKinds() {
       lstmModelKind(),
       gptModelKind(),
       mlpModelKind(),
+      torchScriptModelKind(),
   };
   return kinds;
 }

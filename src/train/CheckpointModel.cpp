@@ -16,6 +16,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
+const char* kSameModelHint =
+    "the config's model.* keys (and, for model.kind = torchscript, the parameter names of the "
+    "model.path archive) must match the run that wrote the checkpoint";
+
 // `latest` holds the file name of the newest checkpoint in its directory; "" if unreadable.
 std::string followLatest(const fs::path& latestFile) {
   std::string name = readLatestName(latestFile.parent_path().string());
@@ -61,14 +65,13 @@ void loadModelState(model::Model& module, const NamedTensors& saved, const std::
     if (source == nullptr && std::find(aliases.begin(), aliases.end(), name) != aliases.end())
       continue;
     if (source == nullptr)
-      throw CheckpointError(
-          file + ": the model has '" + name + "' but the checkpoint does not",
-          "the config's model.* keys must match the run that wrote the checkpoint");
+      throw CheckpointError(file + ": the model has '" + name + "' but the checkpoint does not",
+                            kSameModelHint);
     if (source->sizes() != target.sizes())
-      throw CheckpointError(
-          file + ": '" + name + "' has shape " + c10::str(source->sizes()) +
-              " in the checkpoint but " + c10::str(target.sizes()) + " in the model",
-          "the config's model.* keys must match the run that wrote the checkpoint");
+      throw CheckpointError(file + ": '" + name + "' has shape " + c10::str(source->sizes()) +
+                                " in the checkpoint but " + c10::str(target.sizes()) +
+                                " in the model",
+                            kSameModelHint);
     target.copy_(*source);
   }
   for (const auto& [name, tensor] : saved) {
@@ -76,9 +79,8 @@ void loadModelState(model::Model& module, const NamedTensors& saved, const std::
     for (const auto& entry : mine)
       known = known || entry.first == name;
     if (!known)
-      throw CheckpointError(
-          file + ": the checkpoint has '" + name + "', which this model does not",
-          "the config's model.* keys must match the run that wrote the checkpoint");
+      throw CheckpointError(file + ": the checkpoint has '" + name + "', which this model does not",
+                            kSameModelHint);
   }
 }
 
