@@ -67,6 +67,18 @@ torch::jit::Module loadArchive(const std::string& path) {
   }
 }
 
+// A TorchScript failure ends with the error itself ("RuntimeError: mat1 and mat2 shapes
+// cannot be multiplied") after tracebacks of the script: that line first, the rest after it.
+std::string scriptError(const std::string& text) {
+  std::vector<std::string> lines = str::split(text, '\n');
+  while (!lines.empty() && lines.back().find_first_not_of(" \t") == std::string::npos)
+    lines.pop_back();
+  if (lines.size() < 2) return text;
+  std::string last = lines.back();
+  lines.pop_back();
+  return last + "\n" + str::join(lines, "\n");
+}
+
 // Runs forward; a failure inside the TorchScript code becomes `fail(message)`.
 template <class Fail>
 at::Tensor callForward(torch::jit::Module& module, std::vector<c10::IValue> inputs, Fail fail) {
@@ -74,9 +86,9 @@ at::Tensor callForward(torch::jit::Module& module, std::vector<c10::IValue> inpu
   try {
     output = module.forward(std::move(inputs));
   } catch (const c10::Error& e) {
-    fail(e.what_without_backtrace());
+    fail(scriptError(e.what_without_backtrace()));
   } catch (const std::exception& e) {
-    fail(e.what());
+    fail(scriptError(e.what()));
   }
   if (!output.isTensor()) fail("forward returned a " + output.tagKind() + ", not a Tensor");
   return output.toTensor();

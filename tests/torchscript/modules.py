@@ -160,12 +160,12 @@ class FlatFeatures(nn.Module):
 class TinyLm(nn.Module):
     """tokens layout: forward(idx [B, T] int64) -> logits [B, T, V]."""
 
-    def __init__(self, vocab: int, context: int, width: int = 32):
+    def __init__(self, vocab: int, context: int, width: int = 32, logits: int = 0):
         super().__init__()
         self.wte = nn.Embedding(vocab, width)
         self.wpe = nn.Embedding(context, width)
         self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
-        self.out = nn.Linear(width, vocab)
+        self.out = nn.Linear(width, logits or vocab)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))

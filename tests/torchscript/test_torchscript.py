@@ -98,9 +98,11 @@ def set_buffers(model, values):
             b.copy_(values[n])
 
 
-def python_training(archive, rank_batches, optim, average_at=()):
-    """Plain PyTorch training of `archive` on rank_batches[step] = [(m1, m5, y) per rank]: the
-    losses per step, the module, the buffers of each rank, and how many steps were clipped."""
+def python_training(archive, rank_batches, optim, average_at=(), micro_batch=32):
+    """Plain PyTorch training of `archive` on rank_batches[step] = [(m1, m5, y) per rank], each
+    rank's rows in forward passes of at most `micro_batch` rows (megabatch's micro-batches,
+    which matter to batch norm): the losses per step, the module, the buffers of each rank, and
+    how many steps were clipped."""
     model = torch.jit.load(archive)
     model.train()
     opt = make_optimizer(model, optim)
@@ -113,9 +115,11 @@ def python_training(archive, rank_batches, optim, average_at=()):
         loss_sum = 0.0
         for rank, (m1, m5, y) in enumerate(parts):
             set_buffers(model, buffers[rank])
-            part = F.mse_loss(model(m1, m5).squeeze(1), y, reduction="sum")
-            (part / total).backward()
-            loss_sum += part.item()
+            for begin in range(0, len(y), micro_batch):
+                rows = slice(begin, begin + micro_batch)
+                part = F.mse_loss(model(m1[rows], m5[rows]).squeeze(1), y[rows], reduction="sum")
+                (part / total).backward()
+                loss_sum += part.item()
             buffers[rank] = buffer_values(model)
         norm = torch.nn.utils.clip_grad_norm_(params, CLIP)
         clipped += int(norm > CLIP)
@@ -214,8 +218,9 @@ class TorchScriptTrainingTest(TorchScriptCase):
         run = self.path("bn")
         self.train(2, self.config(run, "net_bn", steps=steps), ["run.checkpoint_every=%d" % every])
         ours = train_losses(run)
+        # 2 ranks: micro-batches of 32 / 2 = 16 rows (a rank with 17 rows runs 16 + 1).
         theirs, model, buffers, _ = python_training(self.archives["net_bn"], batches, "sgd",
-                                                    average_at=(every,))
+                                                    average_at=(every,), micro_batch=16)
         np.testing.assert_allclose([ours[s] for s in range(1, steps + 1)], theirs, rtol=RTOL, atol=0,
                                    err_msg="2 ranks with batch norm vs the Python replay of both ranks")
         # Before the checkpoint at step 10 the ranks' statistics differ; the checkpoint holds their mean.
@@ -228,7 +233,9 @@ class TorchScriptTrainingTest(TorchScriptCase):
                 key = "enc_%s.norm.%s" % (stream, name)
                 expected = (buffers[0][key].double() + buffers[1][key].double()) / 2
                 np.testing.assert_allclose(saved[key], expected.numpy(), rtol=1e-5, atol=1e-7, err_msg=key)
-        self.assertEqual(int(saved["enc_m1.norm.num_batches_tracked"]), steps)
+        self.assertEqual(int(saved["enc_m1.norm.num_batches_tracked"]),
+                         int(buffers[0]["enc_m1.norm.num_batches_tracked"]), "rank 0's count")
+        self.assertGreaterEqual(int(saved["enc_m1.norm.num_batches_tracked"]), steps)
 
     # --- acceptance: the trainer's features with a TorchScript model ------------------------
 
@@ -239,8 +246,12 @@ class TorchScriptTrainingTest(TorchScriptCase):
         l32, l16 = train_losses(runs["fp32"]), train_losses(runs["bf16"])
         tail = lambda losses: float(np.mean([losses[s] for s in range(31, 41)]))  # noqa: E731
         self.assertLess(abs(tail(l16) - tail(l32)) / tail(l32), 0.05, (tail(l16), tail(l32)))
-        # Autocast reaches the TorchScript code: the very first forward pass already differs.
-        self.assertGreater(abs(l16[1] - l32[1]) / l32[1], 1e-4, (l16[1], l32[1]))
+        # Autocast reaches the TorchScript code: CPU runs are deterministic, so without it the
+        # two runs would agree bit for bit; with it the first forward pass already differs, and
+        # the runs drift apart by bf16's rounding (~1e-3), far beyond fp32's.
+        self.assertNotEqual(l16[1], l32[1])
+        drift = max(abs(l16[s] - l32[s]) / l32[s] for s in range(1, 41))
+        self.assertGreater(drift, 1e-3, "largest relative loss difference of bf16 and fp32")
         with h5py.File(os.path.join(runs["bf16"], "checkpoints", "step-%08d.h5" % 40), "r") as f:
             self.assertTrue(all(f["model"][n].dtype == np.float32 for n in f["model"]), "fp32 master weights")
 
@@ -296,6 +307,8 @@ class TorchScriptTrainingTest(TorchScriptCase):
         self.assertEqual(sorted(ours), list(range(1, total + 1)))
         np.testing.assert_allclose([ours[s] for s in range(1, total + 1)], [ref[s] for s in range(1, total + 1)],
                                    rtol=mbtest.RUN_RTOL, err_msg="stopped on 2 ranks at %d, resumed on 1" % stopped)
+        print("SIGTERM at step %d on 2 ranks, resumed on 1 to step %d: losses equal the uninterrupted run's" % (
+            stopped, total))
         final, expected = checkpoint(run, total), checkpoint(reference, total)
         for name in expected:
             np.testing.assert_allclose(final[name], expected[name], rtol=1e-4, atol=1e-6, err_msg=name)
@@ -399,21 +412,20 @@ class TorchScriptInputsTest(TorchScriptCase):
                              "megabatch calls forward(self, m1: Tensor[B, 16, 3], m5: Tensor[B, 8, 3]) -> "
                              "Tensor[B, 1] or [B]")
         self.assertFails(1, ["model.path="], 2, "model.kind = torchscript needs model.path")
-        # A classification objective wants [B, classes] logits.
-        self.assertFails(1, ["model.path=" + self.archives["net"], "model.task=classification",
-                             "model.num_classes=3"], 2, "the classification (cross_entropy) objective expects [B, 3]")
 
     def test_checkpoint_of_another_module(self):
         run = self.path("mismatch")
         config = self.config(run, steps=2)
         self.train(2, config)
         r = self.assertFails(2, ["train.max_steps=4", "model.path=" + self.archives["renamed"]], 4,
-                             "does not", "mix.weight", config=config)
-        self.assertIn("model.path archive", r.output)
+                             "do not match the torchscript model: the checkpoint lacks 2 of the model's "
+                             "(blend.weight, blend.bias); it has 2 the model does not (mix.bias, mix.weight)",
+                             config=config)
+        self.assertIn("the parameter names of the model.path archive", r.output)
         self.assertFails(2, ["train.max_steps=4", "model.path=" + self.archives["narrow"]], 4,
-                         "in the checkpoint but", config=config)
+                         "mix.weight [16, 16] in the checkpoint but [12, 12] in the model", config=config)
         r = mbtest.run(["eval", "--checkpoint", run, "model.path=" + self.archives["renamed"]])
-        self.assertExit(r, 4, "mix.weight")
+        self.assertExit(r, 4, "it has 2 the model does not (mix.bias, mix.weight)")
         # The right archive still resumes.
         self.train(2, config, ["train.max_steps=4"])
         self.assertEqual(sorted(train_losses(run)), [1, 2, 3, 4])
@@ -443,11 +455,27 @@ class TorchScriptInputsTest(TorchScriptCase):
         r = mbtest.run(["eval", "--checkpoint", self.path("flat"), "--split", "test"])
         self.assertExit(r, 0, "test_mse")
 
+        # classification: [N] labels of 3 classes; forward returns [B, 3] logits.
+        labels = self.path("labels.h5")
+        with h5py.File(labels, "w") as f:
+            f["features"] = x
+            f["targets"] = (x[:, 0] > 0).astype("i8") + (x[:, 1] > 0.5).astype("i8")
+        config = self.write("labels.yaml", "data: {path: %s, layout: samples, canonical_shards: 4}\n"
+                            "model: {kind: torchscript, path: %s, task: classification}\n"
+                            "train: {global_batch: 64, max_steps: 30, eval_every: 30, threads: 1}\n"
+                            "optim: {lr: 0.01}\nrun: {dir: %s, log_every: 10}\n" % (labels, archive, self.path("labels")))
+        self.assertFails(1, [], 2, "the classification (cross_entropy) objective expects [B, 3] logits", config=config)
+        classifier = self.path("classifier.pt")
+        torch.jit.script(modules.FlatFeatures(5, 3)).save(classifier)
+        self.train(1, config, ["model.path=" + classifier])
+        evals = [m for m in read_metrics(self.path("labels")) if m["event"] == "eval"]
+        self.assertGreater(evals[-1]["accuracy"], 0.5)
+
         # tokens: forward(idx [B, T] int64) -> [B, T, V] logits; next-token cross-entropy.
         tokens = self.path("arith.h5")
         self.assertExit(mbtest.run(["data", "arith", "--out", tokens, "--problems", "3000", "--heldout", "10"]), 0)
         with h5py.File(tokens, "r") as f:
-            vocab = int(f.attrs["vocab_size"])
+            vocab = int(f["tokens"].attrs["vocab_size"])
         archive = self.path("lm.pt")
         torch.jit.script(modules.TinyLm(vocab, 16)).save(archive)
         config = self.write("lm.yaml", "data: {path: %s, layout: tokens, context: 16, canonical_shards: 4}\n"
@@ -457,15 +485,16 @@ class TorchScriptInputsTest(TorchScriptCase):
         r = self.train(2, config)
         self.assertIn("tokens/s", r.output)
         losses = train_losses(self.path("lm"))
-        self.assertLess(losses[40], 0.7 * losses[10], losses)
+        self.assertLess(losses[40], 0.85 * losses[10], losses)
         self.assertLess(losses[10], 1.2 * np.log(vocab))  # a mean per token, not a sum
         evals = [m for m in read_metrics(self.path("lm")) if m["event"] == "eval"]
         self.assertIn("accuracy", evals[-1])
         # A [B, T, V] output with too few logits is refused.
         small = self.path("lm-small.pt")
-        torch.jit.script(modules.TinyLm(vocab - 1, 16)).save(small)
-        self.assertFails(1, ["model.path=" + small], 2, "next-token cross-entropy expects [B, 16, V] logits "
-                         "with V >= vocab_size %d" % vocab, config=config)
+        torch.jit.script(modules.TinyLm(vocab, 16, logits=vocab - 1)).save(small)
+        self.assertFails(1, ["model.path=" + small, "run.dir=" + self.path("lm-small")], 2,
+                         "next-token cross-entropy expects [B, 16, V] logits with V >= vocab_size %d" % vocab,
+                         config=config)
 
     def test_example_trains_exports_and_runs_in_python(self):
         """examples/torchscript as docs/models.md tells a user to run it, with fewer steps."""
