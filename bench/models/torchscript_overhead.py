@@ -10,9 +10,13 @@ alternate between the two, so a change of load hits both alike. Time per step co
 megabatch's metrics (log windows of --warmup steps, the first dropped) and CPU time per step from
 a long minus a warm-up-only run (bench/models/cpu_throughput.py's time_megabatch); medians of the
 repeats and their ratio (TorchScript / built-in samples per second; the target is >= 0.9).
+With --paired both sides run at the same time, one per core (`taskset`, cores swapped every
+repeat), so load from other processes hits both alike; CPU time per step then covers the whole
+run (start-up included).
 
 usage: /usr/bin/python3 bench/models/torchscript_overhead.py BUILD_DIR [--repeats 5] [--steps 200]
-                                                            [--warmup 20] [--threads 1] [--out FILE.json]
+                                                            [--warmup 20] [--threads 1] [--paired]
+                                                            [--out FILE.json]
 """
 import argparse
 import json
@@ -51,6 +55,31 @@ def script_lstm(path):
     torch.jit.script(module).save(path)
 
 
+def paired_run(binary, config, data, run_dirs, sides, threads, steps, warmup, cores):
+    """Both sides at once, side i pinned to cores[i]: the same load hits both. Returns
+    {side: (seconds per step after warm-up, CPU seconds per step over the whole run)}."""
+    total = warmup + steps
+    procs = {}
+    for (side, overrides), run_dir, core in zip(sides.items(), run_dirs, cores):
+        cmd = ["taskset", "-c", str(core), binary, "train", "--config", config, "data.path=" + data,
+               "run.dir=" + run_dir, "run.resume=never", "train.max_steps=%d" % total, "train.eval_every=0",
+               "run.log_every=%d" % warmup, "run.checkpoint_every=0", "train.threads=%d" % threads,
+               "train.precision=fp32", "train.grad_clip=1.0", "run.progress=lines"] + list(overrides)
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+        procs[side] = (subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env), run_dir)
+    out = {}
+    for side, (proc, run_dir) in procs.items():
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        assert proc.returncode == 0, (side, proc.stderr.read().decode()[-2000:])
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            train = [json.loads(line) for line in f if line.strip() and '"train"' in line]
+        timed = [r for r in train if r["step"] > warmup]
+        seconds = sum(r["step_time_s"] * warmup for r in timed) / (len(timed) * warmup)
+        out[side] = (seconds, (usage.ru_utime + usage.ru_stime) / total)
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("build")
@@ -58,6 +87,9 @@ def main():
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20, help="also the log window; divides --steps")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--paired", action="store_true",
+                        help="run both sides at once, one per core (cores swapped each repeat): robust to "
+                             "load from other processes; CPU time then covers the whole run")
     parser.add_argument("--out", default="")
     args = parser.parse_args()
     binary = os.path.join(os.path.abspath(args.build), "megabatch")
@@ -70,14 +102,21 @@ def main():
     sides = {"built-in lstm": [], "torchscript lstm": ["model.kind=torchscript", "model.path=" + archive]}
     times = {side: [] for side in sides}
     for r in range(args.repeats):
-        for side, overrides in sides.items():
-            run_dir = os.path.join(workdir, "run-%s-%d" % (side.split()[0], r))
-            times[side].append(cpu_throughput.time_megabatch(binary, config, data, run_dir, args.threads, args.steps,
-                                                             args.warmup, overrides))
+        run_dirs = [os.path.join(workdir, "run-%s-%d" % (side.split()[0], r)) for side in sides]
+        if args.paired:
+            cores = [r % 2, (r + 1) % 2]
+            for side, result in paired_run(binary, config, data, run_dirs, sides, args.threads, args.steps,
+                                           args.warmup, cores).items():
+                times[side].append(result)
+        else:
+            for (side, overrides), run_dir in zip(sides.items(), run_dirs):
+                times[side].append(cpu_throughput.time_megabatch(binary, config, data, run_dir, args.threads,
+                                                                 args.steps, args.warmup, overrides))
         print("repeat %d: %s" % (r, ", ".join("%s %.2f ms/step (CPU %.2f)" % (s, 1e3 * t[-1][0], 1e3 * t[-1][1])
                                                 for s, t in times.items())), flush=True)
     batch = 128
-    row = {"batch": batch, "threads": args.threads, "steps": args.steps, "repeats": args.repeats}
+    row = {"batch": batch, "threads": args.threads, "steps": args.steps, "repeats": args.repeats,
+           "paired": args.paired}
     for side, runs in times.items():
         key = side.split()[0].replace("-", "_")
         row[key + "_wall_ms"] = [1e3 * w for w, _ in runs]

@@ -313,6 +313,23 @@ class TorchScriptTrainingTest(TorchScriptCase):
         for name in expected:
             np.testing.assert_allclose(final[name], expected[name], rtol=1e-4, atol=1e-6, err_msg=name)
 
+    def test_lstm_checkpoint_continues_in_the_built_in_lstm(self):
+        """modules.TwoStreamLstm is the built-in lstm written in Python (same names and shapes):
+        its checkpoint continues in the C++ model with the losses the TorchScript run had, so
+        the two compute the same function (and the overhead benchmark compares equal models)."""
+        run = self.path("ts-lstm")
+        config = self.config(run, "lstm", optim="adamw", steps=STEPS)
+        self.train(1, config, ["run.checkpoint_every=10"])
+        continued = self.path("built-in-lstm")
+        step10 = os.path.join(run, "checkpoints", "step-%08d.h5" % 10)
+        self.train(1, config, ["model.kind=lstm", "model.hidden=16", "model.layers=1", "model.head_hidden=16",
+                               "run.dir=" + continued, "run.resume=" + step10])
+        ours, theirs = train_losses(run), train_losses(continued)
+        self.assertEqual(sorted(theirs), list(range(11, STEPS + 1)))
+        np.testing.assert_allclose([theirs[s] for s in sorted(theirs)], [ours[s] for s in sorted(theirs)],
+                                   rtol=RTOL, err_msg="built-in lstm from the TorchScript lstm's step 10")
+        self.assertGreater(abs(ours[11] - ours[20]), 1e-3, "the runs train")
+
     # --- acceptance: export ----------------------------------------------------------------
 
     def test_export_round_trip(self):
