@@ -276,24 +276,62 @@ torch::nn::Module& TorchScriptModel::mirrorOf(const std::string& dottedPrefix) {
 
 void TorchScriptModel::adoptState() {
   std::unordered_map<const c10::TensorImpl*, std::string> firstName;
-  auto adopt = [&](const std::string& name, const at::Tensor& tensor, bool trainable) {
-    auto [entry, isNew] = firstName.emplace(tensor.unsafeGetTensorImpl(), name);
-    if (!isNew) {
-      tied_.emplace_back(name, entry->second);
-      return;
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> adopted;
+  for (const auto& module : script_.named_modules()) {
+    const std::string prefix = module.name.empty() ? "" : module.name + ".";
+    const c10::ClassTypePtr type = module.value.type();
+    const auto object = module.value._ivalue();
+    for (std::size_t i = 0; i < type->numAttributes(); ++i) {
+      const bool parameter = type->is_parameter(i);
+      if (!parameter && !type->is_buffer(i)) continue;
+      const c10::IValue& value = object->getSlot(i);
+      if (!value.isTensor()) continue;  // e.g. a bias of None
+      const at::Tensor& tensor = value.toTensor();
+      const std::string name = prefix + type->getAttributeName(i);
+      slots_.push_back({object, i, name, tensor, parameter});
+      auto [first, isNew] = firstName.emplace(tensor.unsafeGetTensorImpl(), name);
+      if (!isNew) {
+        tied_.emplace_back(name, first->second);
+        continue;
+      }
+      const auto dot = name.rfind('.');
+      torch::nn::Module& owner = mirrorOf(dot == std::string::npos ? "" : name.substr(0, dot));
+      const std::string leaf = dot == std::string::npos ? name : name.substr(dot + 1);
+      if (parameter && tensor.requires_grad())
+        owner.register_parameter(leaf, tensor);
+      else
+        owner.register_buffer(leaf, tensor);
     }
-    const auto dot = name.rfind('.');
-    torch::nn::Module& owner = mirrorOf(dot == std::string::npos ? "" : name.substr(0, dot));
-    const std::string leaf = dot == std::string::npos ? name : name.substr(dot + 1);
-    if (trainable)
-      owner.register_parameter(leaf, tensor);
-    else
-      owner.register_buffer(leaf, tensor);
-  };
-  for (const auto& parameter : script_.named_parameters(/*recurse=*/true))
-    adopt(parameter.name, parameter.value, parameter.value.requires_grad());
-  for (const auto& buffer : script_.named_buffers(/*recurse=*/true))
-    adopt(buffer.name, buffer.value, false);
+  }
+}
+
+// Note [Buffers the script replaces]
+// TorchScript code may assign a new tensor to a buffer (`self.ema = self.ema * 0.9 + x`)
+// rather than update it in place as batch norm does. The script's slot then holds a tensor
+// the mirror does not, and checkpoints, the cross-rank average and to(device) would miss it.
+// After every forward the mirror's tensor takes the new value (set_: no copy) and goes back
+// into the slot, so both name one tensor again. Parameters must be updated in place.
+void TorchScriptModel::keepStateShared() {
+  at::NoGradGuard noGrad;
+  for (auto& slot : slots_) {
+    const c10::IValue& value = slot.owner->getSlot(slot.index);
+    if (value.isTensor() && value.toTensor().is_same(slot.tensor)) continue;
+    if (slot.parameter || !value.isTensor())
+      throw RuntimeError(path_ + ": forward replaced " +
+                             (slot.parameter ? "parameter '" : "buffer '") + slot.name +
+                             (value.isTensor() ? "' with a new tensor" : "' with a non-tensor"),
+                         "update parameters in place (with torch.no_grad(): p.copy_(...))");
+    const at::Tensor fresh = value.toTensor().detach();
+    if (fresh.scalar_type() != slot.tensor.scalar_type() || fresh.device() != slot.tensor.device())
+      throw RuntimeError(path_ + ": forward replaced buffer '" + slot.name + "' with a " +
+                             std::string(c10::toString(fresh.scalar_type())) + " tensor on " +
+                             fresh.device().str() + "; it was " +
+                             std::string(c10::toString(slot.tensor.scalar_type())) + " on " +
+                             slot.tensor.device().str(),
+                         "keep a buffer's dtype and device in forward");
+    slot.tensor.set_(fresh);
+    slot.owner->setSlot(slot.index, slot.tensor);
+  }
 }
 
 void TorchScriptModel::train(bool on) {
@@ -327,6 +365,7 @@ at::Tensor TorchScriptModel::forward(const data::Batch& batch) {
     throw RuntimeError(path_ + ": forward failed on a batch of " + std::to_string(rows) +
                        " samples: " + message);
   });
+  keepStateShared();
   if (auto problem = outputProblem(output, rows)) throw RuntimeError(path_ + ": " + *problem);
   return predictions(output);
 }

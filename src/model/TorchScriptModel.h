@@ -34,7 +34,9 @@
 // model's, and the script computes with them. A tensor reachable under several names (tied
 // weights) is registered once, under its first name, and the other names are tiedWeights().
 // A parameter with requires_grad = False (frozen in Python) is registered as a buffer: saved
-// and restored, never updated. train()/eval() switch the script's `training` flags too.
+// and restored, never updated. train()/eval() switch the script's `training` flags too. A
+// buffer the script replaces in forward is shared again afterwards (Note [Buffers the script
+// replaces] in TorchScriptModel.cpp).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -79,6 +81,16 @@ class TorchScriptModel : public Model {
   void checkOnProbeBatch() const;
   void adoptState();
   torch::nn::Module& mirrorOf(const std::string& dottedPrefix);
+  void keepStateShared();
+
+  // A parameter or buffer slot of a script object and the tensor the mirror holds for it.
+  struct StateSlot {
+    c10::intrusive_ptr<c10::ivalue::Object> owner;
+    std::size_t index;
+    std::string name;  // state_dict name
+    at::Tensor tensor;
+    bool parameter;
+  };
 
   std::string path_;  // model.path, for messages
   torch::jit::Module script_;
@@ -90,6 +102,8 @@ class TorchScriptModel : public Model {
   std::int64_t vocab_ = 0;               // tokens: the data's vocab_size (next-token objective)
   std::int64_t context_ = 0;             // tokens: positions per sample
   std::vector<std::pair<std::string, std::string>> tied_;  // {alias, source}
+  std::vector<StateSlot>
+      slots_;  // every slot, aliases included (Note [Buffers the script replaces])
 };
 
 // model.kind = torchscript, for ModelRegistry.cpp.
