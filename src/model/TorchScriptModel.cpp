@@ -12,6 +12,7 @@
 
 #include "common/Error.h"
 #include "common/Strings.h"
+#include "common/TorchCompat.h"
 
 namespace mb::model {
 namespace {
@@ -40,7 +41,7 @@ const char* lossName(LossKind loss) {
 }
 
 const char* kSaveHint =
-    "in Python: torch.jit.script(model).save(\"model.pt\") (or torch.jit.save); docs/models.md "
+    "In Python: torch.jit.script(model).save(\"model.pt\") (or torch.jit.save); docs/models.md "
     "\"Your own model\"";
 
 torch::jit::Module loadArchive(const std::string& path) {
@@ -52,18 +53,23 @@ torch::jit::Module loadArchive(const std::string& path) {
     throw ConfigError("model.path = " + path + " does not exist or is not a file",
                       "give the path of the archive torch.jit.save wrote (relative paths start "
                       "at the working directory)");
+  // Not an archive at all, a torch.save() file, or an archive of a newer PyTorch whose
+  // operators this LibTorch lacks: LibTorch's first line tells which.
+  const std::string hint = "save a scripted module with a PyTorch no newer than this LibTorch (" +
+                           compat::torchVersion() +
+                           "); torch.save() files (pickled modules, state_dicts) cannot be "
+                           "trained. " +
+                           kSaveHint;
   try {
     return torch::jit::load(path, c10::Device(c10::kCPU));
   } catch (const c10::Error& e) {
-    throw ConfigError("model.path = " + path + " is not a TorchScript archive (" +
+    throw ConfigError("model.path = " + path + " does not load as a TorchScript archive (" +
                           firstLine(e.what_without_backtrace()) + ")",
-                      std::string("torch.save() files (pickled modules, state_dicts) cannot be "
-                                  "trained; save a scripted module: ") +
-                          kSaveHint);
+                      hint);
   } catch (const std::exception& e) {
-    throw ConfigError(
-        "model.path = " + path + " is not a TorchScript archive (" + firstLine(e.what()) + ")",
-        kSaveHint);
+    throw ConfigError("model.path = " + path + " does not load as a TorchScript archive (" +
+                          firstLine(e.what()) + ")",
+                      hint);
   }
 }
 
