@@ -30,7 +30,14 @@ struct CommandSpec {
   std::vector<OptionSpec> options;
   bool takesPositionals;
   std::function<int(const ParsedArgs&, dist::Runtime&)> run;
+  std::string note = {};  // printed after the options by `megabatch COMMAND --help`
 };
+
+// Note [TorchScript code]: model.kind = torchscript loads an archive and runs its code.
+const char* kTorchScriptNote =
+    "security: with model.kind = torchscript, megabatch runs the TorchScript code of the archive\n"
+    "model.path (not arbitrary Python, but code): train, eval, predict and export only archives\n"
+    "you trust. Checkpoints hold tensors only (no pickles, no code).";
 
 const std::vector<CommandSpec>& commands() {
   static const std::vector<CommandSpec> table{
@@ -41,7 +48,8 @@ const std::vector<CommandSpec>& commands() {
         {"print-config", false, "print the resolved config and exit"},
         {"help-config", false, "list every config key with its type and meaning"}},
        true,
-       runTrain},
+       runTrain,
+       kTorchScriptNote},
       {"eval",
        "megabatch eval --checkpoint CKPT [--data FILE] [--split val|test] [--out FILE.json]",
        "loss and metrics of a checkpoint on the val or test split",
@@ -50,7 +58,8 @@ const std::vector<CommandSpec>& commands() {
         {"split", true, "val or test (default val)"},
         {"out", true, "also write the metrics as JSON here"}},
        true,
-       runEval},
+       runEval,
+       kTorchScriptNote},
       {"predict",
        "megabatch predict --checkpoint CKPT --data FILE --out FILE.h5 [--split all|train|val|test]",
        "write predictions to HDF5, aligned with the sample timestamps",
@@ -59,7 +68,8 @@ const std::vector<CommandSpec>& commands() {
         {"out", true, "output HDF5 file"},
         {"split", true, "all (default), train, val, or test"}},
        true,
-       runPredict},
+       runPredict,
+       kTorchScriptNote},
       {"sample",
        "megabatch sample --checkpoint CKPT --prompt TEXT [--max-new-tokens N] [--temperature T] "
        "[--top-k K]",
@@ -125,6 +135,15 @@ const std::vector<CommandSpec>& commands() {
        {{"out", true, "PNG path (default RUN_DIR/curves.png)"}},
        true,
        runPlot},
+      {"export",
+       "megabatch export --checkpoint CKPT --to FILE.pt [key=value ...]",
+       "write the trained weights of a model.kind = torchscript run into its TorchScript archive "
+       "(for torch.jit.load)",
+       {{"checkpoint", true, "checkpoint file or run directory"},
+        {"to", true, "the TorchScript archive to write"}},
+       true,
+       runExport,
+       kTorchScriptNote},
   };
   return table;
 }
@@ -141,7 +160,8 @@ void printUsage(std::FILE* out) {
                "\nmegabatch COMMAND --help shows a command's options.\n"
                "exit codes: 0 done, 1 failure, 2 bad command line or config, 3 bad data,\n"
                "            4 checkpoint problem, 75 stopped by a signal after a checkpoint "
-               "(run again to resume)\n");
+               "(run again to resume)\n\n%s\n",
+               kTorchScriptNote);
 }
 
 void printCommandHelp(const CommandSpec& spec) {
@@ -151,6 +171,7 @@ void printCommandHelp(const CommandSpec& spec) {
     std::string left = "--" + option.name + (option.takesValue ? " VALUE" : "");
     std::printf("  %-22s %s\n", left.c_str(), option.help.c_str());
   }
+  if (!spec.note.empty()) std::printf("\n%s\n", spec.note.c_str());
 }
 
 const CommandSpec* findCommand(const std::string& name) {

@@ -36,5 +36,6 @@ int runSample(const ParsedArgs& args, dist::Runtime& runtime);
 int runData(const ParsedArgs& args, dist::Runtime& runtime);
 int runInspect(const ParsedArgs& args, dist::Runtime& runtime);
 int runPlot(const ParsedArgs& args, dist::Runtime& runtime);
+int runExport(const ParsedArgs& args, dist::Runtime& runtime);
 
 }  // namespace mb::app

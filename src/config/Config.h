@@ -86,6 +86,7 @@ struct ModelConfig {
   GraphPooling pooling = GraphPooling::kSum;        // gnn: nodes -> one vector per graph
   bool residual = false;                            // gnn: h + layer(h) between layers
   ClassWeights classWeights = ClassWeights::kNone;  // classification: none | balanced
+  std::string path;                                 // torchscript: the archive torch.jit.save wrote
 };
 
 struct EarlyStoppingConfig {

@@ -378,6 +378,9 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("model.class_weights", model.classWeights,
                "classification: none, or balanced (n / (classes x n_c) from the train split)",
                {"class_weight", "weights"}),
+      MB_FIELD("model.path", model.path,
+               "torchscript: the archive torch.jit.save wrote; its TorchScript code runs",
+               {"archive", "file", "module_path", "script"}),
       // train
       MB_FIELD("train.global_batch", train.globalBatch,
                "samples per optimizer step, over all ranks", {"batch_size", "batch"}),

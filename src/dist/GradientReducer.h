@@ -95,4 +95,8 @@ ReducerOptions reducerOptionsFrom(const DistConfig& config);
 // nodes) throws ConfigError on every rank naming the first differing rank and parameter.
 void synchronizeParameters(Communicator& comm, torch::nn::Module& module);
 
+// Makes every rank's buffers equal: the mean over ranks of floating-point buffers, rank 0's
+// value of the others (Note [Buffers across ranks] in ParameterSync.cpp). Collective.
+void averageBuffers(Communicator& comm, torch::nn::Module& module);
+
 }  // namespace mb::dist

@@ -195,6 +195,42 @@ void checkChecksums(Communicator& comm, const std::vector<Entry>& entries, at::D
 
 }  // namespace
 
+// Note [Buffers across ranks]
+// Buffers change in the forward pass (batch norm's running statistics), from each rank's own
+// samples, so between synchronisations they are rank-local, as in PyTorch DDP without
+// SyncBatchNorm. averageBuffers makes them equal again: floating-point buffers become the
+// mean over ranks, summed in double so that buffers that are already equal (frozen
+// parameters kept as buffers) stay bit for bit what they were; other buffers (counters such
+// as num_batches_tracked) take rank 0's value. The trainer calls it before every evaluation
+// and checkpoint, so evaluation and checkpoints see one model, and a run resumed on the same
+// number of ranks continues exactly as an uninterrupted one.
+void averageBuffers(Communicator& comm, torch::nn::Module& module) {
+  if (comm.size() == 1) return;
+  c10::NoGradGuard noGrad;
+  std::vector<at::Tensor> floating;
+  std::vector<Entry> counters;
+  for (const auto& item : module.named_buffers(/*recurse=*/true)) {
+    if (at::isFloatingType(item.value().scalar_type()))
+      floating.push_back(item.value());
+    else
+      counters.push_back({"buffer", item.key(), item.value()});
+  }
+  if (!floating.empty()) {
+    std::vector<at::Tensor> flat;
+    for (const auto& t : floating)
+      flat.push_back(t.detach().reshape({-1}).to(at::kDouble));
+    at::Tensor sum = at::cat(flat);
+    comm.allReduce(sum, ReduceOp::kSum, "buffers");
+    sum.div_(static_cast<double>(comm.size()));
+    std::int64_t offset = 0;
+    for (const auto& t : floating) {
+      t.detach().copy_(sum.narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+  }
+  broadcastAll(comm, counters);
+}
+
 void synchronizeParameters(Communicator& comm, torch::nn::Module& module) {
   std::vector<Entry> entries = collectEntries(module);
   at::Device device = entries.empty() ? at::Device(at::kCPU) : entries.front().tensor.device();

@@ -8,15 +8,13 @@
 #include "model/Gpt.h"
 #include "model/Lstm.h"
 #include "model/Mlp.h"
+#include "model/TorchScriptModel.h"
 
 namespace mb::model {
 
 const std::vector<ModelKind>& modelKinds() {
   static const std::vector<ModelKind> kinds{
-      lstmModelKind(),
-      gptModelKind(),
-      mlpModelKind(),
-      gnnModelKind(),
+      lstmModelKind(), gptModelKind(), mlpModelKind(), gnnModelKind(), torchScriptModelKind(),
   };
   return kinds;
 }

@@ -31,6 +31,9 @@ struct ModelKind {
       build;
   // The config rules of this model: the problem, or nullopt. May be empty.
   std::function<std::optional<std::string>(const Config& config)> checkConfig;
+  // Writes a trained model back into the file format it was given in (`megabatch export`).
+  // Empty for the built-in models: Python loads them from the checkpoint's /model group.
+  std::function<void(Model& model, const std::string& path)> exportArchive;
 };
 
 const std::vector<ModelKind>& modelKinds();

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <set>
 
 #include <c10/core/GradMode.h>
 
 #include "common/Error.h"
+#include "common/Strings.h"
 #include "config/ConfigLoader.h"
 #include "data/DataInfo.h"
 #include "model/Model.h"
@@ -15,6 +18,10 @@ namespace mb::train {
 namespace fs = std::filesystem;
 
 namespace {
+
+const char* kSameModelHint =
+    "the config's model.* keys (and, for model.kind = torchscript, the parameter names of the "
+    "model.path archive) must match the run that wrote the checkpoint";
 
 // `latest` holds the file name of the newest checkpoint in its directory; "" if unreadable.
 std::string followLatest(const fs::path& latestFile) {
@@ -46,39 +53,58 @@ std::string resolveCheckpointPath(const std::string& fileOrRunDir) {
   return target;
 }
 
+// Names a few entries: "a, b, c, ... (5 more)".
+std::string someNames(const std::vector<std::string>& names) {
+  constexpr std::size_t kShown = 6;
+  std::vector<std::string> shown(names.begin(), names.begin() + std::min(names.size(), kShown));
+  std::string text = str::join(shown, ", ");
+  if (names.size() > kShown) text += ", ... (" + std::to_string(names.size() - kShown) + " more)";
+  return text;
+}
+
 // Copies checkpoint tensors into the model by state_dict name; every name must match both ways.
+// Every mismatch is reported at once, and nothing is copied unless all entries match.
 void loadModelState(model::Model& module, const NamedTensors& saved, const std::string& file) {
   at::NoGradGuard noGrad;
   NamedTensors mine = model::stateDict(module);
-  std::vector<std::string> aliases;
+  std::set<std::string> aliases, known;
   for (const auto& [alias, source] : module.tiedWeights())
-    aliases.push_back(alias);
-  for (auto& [name, target] : mine) {
-    const at::Tensor* source = nullptr;
-    for (const auto& [candidate, tensor] : saved) {
-      if (candidate == name) source = &tensor;
+    aliases.insert(alias);
+  std::map<std::string, const at::Tensor*> byName;
+  for (const auto& [name, tensor] : saved)
+    byName[name] = &tensor;
+  std::vector<std::string> missing, unexpected, reshaped;
+  for (const auto& [name, target] : mine) {
+    known.insert(name);
+    auto found = byName.find(name);
+    if (found == byName.end()) {
+      if (!aliases.count(name)) missing.push_back(name);
+    } else if (found->second->sizes() != target.sizes()) {
+      reshaped.push_back(name + " " + c10::str(found->second->sizes()) + " in the checkpoint but " +
+                         c10::str(target.sizes()) + " in the model");
     }
-    if (source == nullptr && std::find(aliases.begin(), aliases.end(), name) != aliases.end())
-      continue;
-    if (source == nullptr)
-      throw CheckpointError(
-          file + ": the model has '" + name + "' but the checkpoint does not",
-          "the config's model.* keys must match the run that wrote the checkpoint");
-    if (source->sizes() != target.sizes())
-      throw CheckpointError(
-          file + ": '" + name + "' has shape " + c10::str(source->sizes()) +
-              " in the checkpoint but " + c10::str(target.sizes()) + " in the model",
-          "the config's model.* keys must match the run that wrote the checkpoint");
-    target.copy_(*source);
   }
   for (const auto& [name, tensor] : saved) {
-    bool known = false;
-    for (const auto& entry : mine)
-      known = known || entry.first == name;
-    if (!known)
-      throw CheckpointError(
-          file + ": the checkpoint has '" + name + "', which this model does not",
-          "the config's model.* keys must match the run that wrote the checkpoint");
+    if (!known.count(name)) unexpected.push_back(name);
+  }
+  if (!missing.empty() || !unexpected.empty() || !reshaped.empty()) {
+    std::vector<std::string> parts;
+    if (!missing.empty())
+      parts.push_back("the checkpoint lacks " + std::to_string(missing.size()) +
+                      " of the model's (" + someNames(missing) + ")");
+    if (!unexpected.empty())
+      parts.push_back("it has " + std::to_string(unexpected.size()) + " the model does not (" +
+                      someNames(unexpected) + ")");
+    if (!reshaped.empty())
+      parts.push_back(std::to_string(reshaped.size()) + " differ in shape (" + someNames(reshaped) +
+                      ")");
+    throw CheckpointError(file + ": the parameters and buffers do not match the " + module.kind() +
+                              " model: " + str::join(parts, "; "),
+                          kSameModelHint);
+  }
+  for (auto& [name, target] : mine) {
+    auto found = byName.find(name);
+    if (found != byName.end()) target.copy_(*found->second);
   }
 }
 

@@ -220,9 +220,12 @@ std::pair<std::int64_t, std::int64_t> Trainer::savedLaneOrder(const CheckpointCo
 }
 
 void Trainer::buildModelAndOptimizer() {
-  model_ = model::buildModel(config_.model, data_->info(),
-                             static_cast<std::uint64_t>(config_.train.seed));
-  model_->to(device_);
+  // A model may be read from a file (model.kind = torchscript): every rank stops alike.
+  dist::agreed(control_, "building the model", [&] {
+    model_ = model::buildModel(config_.model, data_->info(),
+                               static_cast<std::uint64_t>(config_.train.seed));
+    model_->to(device_);
+  });
   NamedTensors parameters;
   std::vector<at::Tensor> tensors;
   std::vector<std::string> names;
@@ -570,6 +573,7 @@ void Trainer::settleStepChecks() {
 
 std::map<std::string, double> Trainer::evaluate(data::Split split) {
   auto start = Clock::now();
+  dist::averageBuffers(*dataComm_, *model_);  // Note [Buffers across ranks]
   EvalOptions options;
   options.microBatch = microBatch_;
   options.precision = config_.train.precision;
@@ -663,6 +667,7 @@ CheckpointContent Trainer::snapshot(NamedTensors extra) const {
 void Trainer::saveCheckpoint(const char* reason) {
   settleStepChecks();  // the checkpoint's bad-step count must include every finished step
   auto start = Clock::now();
+  dist::averageBuffers(*dataComm_, *model_);  // Note [Buffers across ranks]
   std::string path;
   NamedTensors extra = laneStates();
   dist::agreed(control_, "writing a checkpoint", [&] {
