@@ -30,7 +30,8 @@ packages=(
   libhdf5-openmpi-dev                     # parallel HDF5
   libyaml-cpp-dev libspdlog-dev libfmt-dev libgtest-dev
   cmake ninja-build g++ pkg-config ccache
-  python3-dev python3-setuptools          # torch.compile (inductor) builds C++ kernels on the CPU
+  python3-dev python3-setuptools          # torch.compile (inductor) builds C++ kernels on the CPU,
+  libsleef-dev                            # vectorised ones only with sleef.h (else scalar code)
   procps                                  # pgrep, used by the SIGTERM test
 )
 
