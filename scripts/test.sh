@@ -14,12 +14,24 @@
 #   scripts/test.sh [ctest args...]     e.g. scripts/test.sh -L unit (passed to both runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# CPU seconds of every finished child process (fields cutime + cstime of /proc/PID/stat): on a
+# shared machine, wall time depends on the other load, CPU time much less.
+tick=$(getconf CLK_TCK)
+children_cpu() {  # in clock ticks
+  local fields
+  read -ra fields </proc/$$/stat
+  echo $((fields[15] + fields[16]))
+}
 started=$SECONDS
 stage_start=$SECONDS
+stage_cpu=$(children_cpu)
 
 stage_done() {
-  echo "test.sh: stage '$1' took $((SECONDS - stage_start)) s"
+  local cpu
+  cpu=$(children_cpu)
+  echo "test.sh: stage '$1' took $((SECONDS - stage_start)) s (CPU $(((cpu - stage_cpu) / tick)) s, load $(cut -d' ' -f1-3 /proc/loadavg))"
   stage_start=$SECONDS
+  stage_cpu=$cpu
 }
 
 summaries=()
@@ -62,5 +74,5 @@ if [[ $torch2 == 1 ]]; then
   stage_done "LibTorch 2.6 suite"
 fi
 printf 'test.sh: %s\n' "${summaries[@]}"
-echo "test.sh: all stages took $((SECONDS - started)) s; exit status $status"
+echo "test.sh: all stages took $((SECONDS - started)) s (CPU $(($(children_cpu) / tick)) s); exit status $status"
 exit "$status"

@@ -70,10 +70,11 @@ bootstrap() {
   unshare --mount --propagation private -- debootstrap --variant=minbase "$suite" "$partial" "$mirror" \
     >"$partial.log" 2>&1 || { tail -20 "$partial.log" >&2; die "debootstrap failed (whole log: $partial.log); is $mirror reachable?"; }
   rm -f "$partial.log"
-  # Lean apt: no recommends, no documentation, no services started by package scripts.
+  # Lean apt: no recommends, no documentation, no fsync per file (after a crash, delete the root
+  # and make it again), no services started by package scripts.
   printf 'APT::Install-Recommends "false";\nAcquire::Retries "3";\n' >"$partial/etc/apt/apt.conf.d/90megabatch"
-  printf 'path-exclude=/usr/share/doc/*\npath-exclude=/usr/share/man/*\npath-exclude=/usr/share/locale/*\n' \
-    >"$partial/etc/dpkg/dpkg.cfg.d/90megabatch-nodoc"
+  printf 'path-exclude=/usr/share/doc/*\npath-exclude=/usr/share/man/*\npath-exclude=/usr/share/locale/*\nforce-unsafe-io\n' \
+    >"$partial/etc/dpkg/dpkg.cfg.d/90megabatch"
   printf '#!/bin/sh\nexit 101\n' >"$partial/usr/sbin/policy-rc.d"
   chmod +x "$partial/usr/sbin/policy-rc.d"
   touch "$partial/.megabatch-bootstrapped"
@@ -89,7 +90,7 @@ install_packages() {
   echo "trixie-root.sh: installing ${packages[*]}"
   cp /etc/resolv.conf "$root/etc/resolv.conf"
   unshare --mount --propagation private -- bash "$0" __enter env DEBIAN_FRONTEND=noninteractive \
-    bash -c 'apt-get update -qq && apt-get install -y -qq "$@" >/dev/null' apt "${packages[@]}" ||
+    bash -c 'dpkg --configure -a && apt-get update -qq && apt-get install -y -qq "$@" >/dev/null' apt "${packages[@]}" ||
     die "apt-get inside $root failed (output above); run 'bash $0 setup' again, or delete $root to start over"
   printf '%s\n' "$want" >"$root/$stamp"
   echo "trixie-root.sh: packages took $((SECONDS - start)) s"
