@@ -17,6 +17,12 @@ bash scripts/trixie-root.sh run bash -c '
   set -euo pipefail
   build_dir=$1
   shift
+  # ccache: the root keeps its cache (/root/.cache/ccache), so a kept root rebuilds from it. Every
+  # megabatch object includes the precompiled LibTorch header, which ccache refuses without this
+  # sloppiness (it counted 92 of 95 compilations "could not use precompiled header"); BASEDIR
+  # lets another checkout of the same sources hit too.
+  export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+  export CCACHE_BASEDIR=$PWD
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE:-Release} \
     -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DMEGABATCH_CUDA=OFF "$@"
   cmake --build "$build_dir" -j "$MEGABATCH_BUILD_JOBS" --target "${MEGABATCH_TORCH2_TARGET:-megabatch_torch2}"
