@@ -1,18 +1,78 @@
 #!/usr/bin/env bash
-# The test command: installs everything the tests need, builds, and runs the whole suite
-# through one CTest run (its summary line is the last thing printed). The suite includes the
-# sanitizer stage: the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer and the
-# bounded libFuzzer runs, from a second build with clang in build-asan (CTest entries
-# sanitize.unit and sanitize.fuzz; MEGABATCH_SANITIZE_TESTS=0 leaves that stage out).
-#   scripts/test.sh [ctest args...]     e.g. scripts/test.sh -L unit
+# The test command: installs everything the tests need, builds, and runs the suite in two CTest
+# runs, each ending in its summary line; the command fails when either run fails.
+#  1. The main suite (LibTorch 1.13, build/). It includes the sanitizer stage: the unit tests
+#     under AddressSanitizer + UndefinedBehaviorSanitizer and the bounded libFuzzer runs, from a
+#     second build with clang in build-asan (CTest entries sanitize.unit and sanitize.fuzz;
+#     MEGABATCH_SANITIZE_TESTS=0 leaves that stage out).
+#  2. The LibTorch 2.6 stage: the same sources built inside a Debian 13 root against its
+#     LibTorch 2.6 (scripts/trixie-root.sh, scripts/build-torch2.sh, build-torch2/), and the tests
+#     labelled torch2 run there against python3-torch 2.6 (tests/Torch2.cmake: every unit test,
+#     the parity tests, a 2-rank SIGTERM -> resume, the checkpoint round trip).
+#     MEGABATCH_TORCH2_TESTS=0 leaves it out (it needs root and the Debian mirror).
+# Every stage prints how long it took.
+#   scripts/test.sh [ctest args...]     e.g. scripts/test.sh -L unit (passed to both runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# CPU seconds of every finished child process (fields cutime + cstime of /proc/PID/stat): on a
+# shared machine, wall time depends on the other load, CPU time much less.
+tick=$(getconf CLK_TCK)
+children_cpu() {  # in clock ticks
+  local fields
+  read -ra fields </proc/$$/stat
+  echo $((fields[15] + fields[16]))
+}
+started=$SECONDS
+stage_start=$SECONDS
+stage_cpu=$(children_cpu)
+
+stage_done() {
+  local cpu
+  cpu=$(children_cpu)
+  echo "test.sh: stage '$1' took $((SECONDS - stage_start)) s (CPU $(((cpu - stage_cpu) / tick)) s, load $(cut -d' ' -f1-3 /proc/loadavg))"
+  stage_start=$SECONDS
+  stage_cpu=$cpu
+}
+
+summaries=()
+run_suite() {  # run_suite NAME LOG ctest...: runs a CTest and keeps its summary line
+  local name=$1 log=$2 rc
+  shift 2
+  echo "test.sh: the $name suite"
+  "$@" 2>&1 | tee "$log" && rc=0 || rc=${PIPESTATUS[0]}
+  summaries+=("$name: $(grep -E '% tests passed' "$log" | tail -n 1)")
+  return "$rc"
+}
+
 bash scripts/setup.sh --tests
+stage_done setup
 sanitizer_dir=""
 if [[ ${MEGABATCH_SANITIZE_TESTS:-1} == 1 ]]; then
   bash scripts/build-sanitize.sh build-asan
   sanitizer_dir="$PWD/build-asan"
+  stage_done "sanitizer build"
+fi
+torch2=${MEGABATCH_TORCH2_TESTS:-1}
+if [[ $torch2 == 1 ]]; then
+  bash scripts/trixie-root.sh setup
+  stage_done "Debian 13 root"
+  bash scripts/build-torch2.sh build-torch2
+  stage_done "LibTorch 2.6 build"
 fi
 bash scripts/build.sh build "-DMEGABATCH_SANITIZER_BUILD_DIR=$sanitizer_dir"
-cd build
-ctest --output-on-failure --timeout 900 -j "${MEGABATCH_TEST_JOBS:-2}" "$@"
+stage_done "main build"
+
+status=0
+jobs=${MEGABATCH_TEST_JOBS:-2}
+run_suite "main (LibTorch 1.13, build/)" build/ctest.log \
+  ctest --test-dir build --output-on-failure --timeout 900 -j "$jobs" "$@" || status=$?
+stage_done "main suite"
+if [[ $torch2 == 1 ]]; then
+  run_suite "LibTorch 2.6 (Debian 13 root, build-torch2/, label torch2)" build-torch2/ctest.log \
+    bash scripts/trixie-root.sh run ctest --test-dir build-torch2 -L torch2 --no-tests=error --output-on-failure \
+    --timeout 900 -j "$jobs" "$@" || status=$?
+  stage_done "LibTorch 2.6 suite"
+fi
+printf 'test.sh: %s\n' "${summaries[@]}"
+echo "test.sh: all stages took $((SECONDS - started)) s (CPU $(($(children_cpu) / tick)) s); exit status $status"
+exit "$status"

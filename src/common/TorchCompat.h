@@ -3,8 +3,10 @@
 // here, so the rest of the code is written once.
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
+#include <ATen/Context.h>
 #include <ATen/Functions.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/Tensor.h>
@@ -21,6 +23,16 @@ namespace mb::compat {
 inline std::string torchVersion() {
   return TORCH_VERSION;
 }
+
+// c10::optional became an alias of std::optional in 2.4, and at:: signatures take std::optional
+// since; before, it was a class of its own.
+#if MB_TORCH_VERSION_AT_LEAST(2, 4)
+template <class T>
+using Optional = std::optional<T>;
+#else
+template <class T>
+using Optional = c10::optional<T>;
+#endif
 
 // --- autocast ---------------------------------------------------------------
 // 1.13 has per-device free functions (set_cpu_enabled, set_autocast_cpu_dtype); 2.4+ takes the
@@ -55,6 +67,18 @@ inline void clearAutocastCache() {
   at::autocast::clear_cache();
 }
 
+// --- TF32 (CUDA) ------------------------------------------------------------
+// TF32 for cuBLAS matmuls and cuDNN convolutions / RNNs; no effect on the CPU. These legacy
+// setters compile and behave alike on 1.13 through the newest 2.x. From 2.9, setAllowTF32CuDNN
+// prints a one-time runtime notice in favour of setFloat32Precision, whose signature changed
+// between 2.7 (strings) and later releases (enums): switch here once a GPU build can compile the
+// new call (only 1.13 and 2.6 are compiled by CI). Mixing the two APIs is an error in 2.9+, so
+// every caller goes through this function.
+inline void setTf32(bool enabled) {
+  at::globalContext().setAllowTF32CuBLAS(enabled);
+  at::globalContext().setAllowTF32CuDNN(enabled);
+}
+
 // --- attention --------------------------------------------------------------
 // at::scaled_dot_product_attention (fused / flash kernels) arrived in 2.0.
 constexpr bool kHasFusedAttention = MB_TORCH_VERSION_AT_LEAST(2, 0);
@@ -69,7 +93,7 @@ inline at::Tensor scaledDotProductAttention(const at::Tensor& q, const at::Tenso
                                             bool causal, double dropout, bool training) {
   double p = training ? dropout : 0.0;
 #if MB_TORCH_VERSION_AT_LEAST(2, 0)
-  c10::optional<at::Tensor> attnMask;
+  Optional<at::Tensor> attnMask;
   if (mask.defined()) attnMask = mask;
   return at::scaled_dot_product_attention(q, k, v, attnMask, p, causal);
 #else

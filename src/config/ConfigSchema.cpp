@@ -90,8 +90,10 @@ std::string describeNode(const YAML::Node& node) {
   throw ConfigError(key + ": expected " + expected + ", got " + describeNode(node), hint);
 }
 
-const std::string& scalarText(const std::string& key, const YAML::Node& node,
-                              const std::string& expected) {
+// By value: GCC 14 (-Wdangling-reference) would take a returned reference for one into the
+// temporary `expected` that callers pass.
+std::string scalarText(const std::string& key, const YAML::Node& node,
+                       const std::string& expected) {
   if (!node.IsScalar()) badValue(key, node, expected);
   return node.Scalar();
 }

@@ -5,8 +5,7 @@
 namespace mb::train {
 
 void enableFastCudaMath() {
-  at::globalContext().setAllowTF32CuBLAS(true);
-  at::globalContext().setAllowTF32CuDNN(true);
+  compat::setTf32(true);
   at::globalContext().setBenchmarkCuDNN(true);
 }
 

@@ -5,9 +5,9 @@
 
 #include <gtest/gtest.h>
 
-#include <ATen/Context.h>
 #include <torch/cuda.h>
 
+#include "common/TorchCompat.h"
 #include "tests/gpu/GpuTest.h"
 
 namespace mb::test {
@@ -29,8 +29,7 @@ int main(int argc, char** argv) {
                  "CUDA_VISIBLE_DEVICES?): the gpu tests need one and do not skip\n");
     return 1;
   }
-  at::globalContext().setAllowTF32CuBLAS(false);
-  at::globalContext().setAllowTF32CuDNN(false);
+  mb::compat::setTf32(false);
   mb::test::gRuntime = std::make_unique<mb::dist::Runtime>(&argc, &argv);
   int status = RUN_ALL_TESTS();
   mb::test::gRuntime.reset();

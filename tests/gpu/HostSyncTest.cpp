@@ -12,10 +12,10 @@
 
 #include <gtest/gtest.h>
 
-#include <ATen/Context.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/util/Exception.h>
 
+#include "common/TorchCompat.h"
 #include "config/ConfigLoader.h"
 #include "tests/data/DataFiles.h"
 #include "tests/gpu/GpuTest.h"
@@ -76,8 +76,7 @@ TEST(GpuHostSync, StepLoopSyncsOnlyAtLogSteps) {
                              << " host syncs: " << static_cast<double>(longer - shorter) / 8.0
                              << " per step (the step loop may sync only at log steps)";
   // The Trainer switched TF32 on for its runs; the other gpu tests compare true fp32.
-  at::globalContext().setAllowTF32CuBLAS(false);
-  at::globalContext().setAllowTF32CuDNN(false);
+  compat::setTf32(false);
 }
 
 }  // namespace

@@ -23,9 +23,10 @@
 #include <stdexcept>
 #include <string>
 
-#include <ATen/Context.h>
 #include <c10/core/Device.h>
 #include <torch/cuda.h>
+
+#include "common/TorchCompat.h"
 
 namespace mb::test {
 
@@ -65,8 +66,7 @@ inline c10::Device device() {
     std::string problem = deviceProblem();
     if (!problem.empty()) throw std::runtime_error(problem);
     if (requestedDevice() == "cpu") return c10::Device(c10::kCPU);
-    at::globalContext().setAllowTF32CuBLAS(false);
-    at::globalContext().setAllowTF32CuDNN(false);
+    compat::setTf32(false);
     return c10::Device(c10::kCUDA, 0);
   }();
   return chosen;
