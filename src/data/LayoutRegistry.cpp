@@ -4,6 +4,7 @@
 #include "common/Error.h"
 #include "common/Strings.h"
 #include "data/Layout.h"
+#include "data/layouts/PanelLayout.h"
 #include "data/layouts/SamplesLayout.h"
 #include "data/layouts/SeriesLayout.h"
 #include "data/layouts/TokensLayout.h"
@@ -15,6 +16,7 @@ const std::vector<LayoutKind>& layoutKinds() {
       samplesLayoutKind(),
       seriesLayoutKind(),
       tokensLayoutKind(),
+      panelLayoutKind(),
   };
   return kinds;
 }

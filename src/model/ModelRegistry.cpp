@@ -3,6 +3,7 @@
 
 #include "common/Error.h"
 #include "common/Strings.h"
+#include "model/Gat.h"
 #include "model/Gpt.h"
 #include "model/Lstm.h"
 #include "model/Mlp.h"
@@ -14,6 +15,7 @@ const std::vector<ModelKind>& modelKinds() {
       lstmModelKind(),
       gptModelKind(),
       mlpModelKind(),
+      gatModelKind(),
   };
   return kinds;
 }

@@ -6,3 +6,4 @@ endforeach()
 mb_add_python_test(data_files data/test_data_files.py)
 mb_add_python_test(data_errors data/test_data_errors.py)
 mb_add_python_test(data_tools data/test_data_tools.py)
+mb_add_python_test(data_panel data/test_panel.py)  # issue 17: the panel layout

@@ -15,3 +15,10 @@ foreach(case elastic_resume_matches_uninterrupted_run nan_step_is_skipped_on_eve
              cuda_graphs_setting_is_not_silently_ignored host_sync_log_masks_bad_steps_on_the_device)
   mb_add_python_test(train.${case} train/test_training.py ARGS TrainingTest.test_${case} TIMEOUT 900)
 endforeach()
+
+# kind: gat on the panel layout (issue 17), one CTest entry per test.
+foreach(case elastic_resume_2_to_1_matches_the_uninterrupted_run
+             each_dates_graph_is_built_once_or_once_per_epoch step_time_split_and_eval_ic)
+  mb_add_python_test(train.panel.${case} train/test_panel_training.py
+                     ARGS PanelTrainingTest.test_${case} TIMEOUT 900)
+endforeach()
