@@ -74,7 +74,7 @@ void writePredictions(const std::string& path, const train::TrainedModel& run, c
     options.gzipLevel = 4;
     h5::writeTensor(file.get(), "predictions", outputs, options, code);
     if (config.model.task == Task::kClassification)
-      h5::writeTensor(file.get(), "predicted_class", outputs.argmax(1), options, code);
+      h5::writeTensor(file.get(), "predicted_class", outputs.argmax(-1), options, code);
     h5::writeTensor(file.get(), "sample_index", indices, options, code);
     h5::writeTensor(file.get(), "targets", targets, options, code);
     at::Tensor timestamps = timestampsOf(config, indices);

@@ -109,10 +109,13 @@ DailyIc dailyIc(const std::vector<std::vector<double>>& prediction,
 
 // A [N] fixed-length string dataset ("I0000", ...).
 void writeNames(hid_t file, const std::string& name, std::int64_t count, ExitCode code) {
-  const std::size_t width = 8;
+  const std::size_t width = 12;  // "I" and up to 10 digits, NUL-padded
   std::vector<char> text(static_cast<std::size_t>(count) * width, '\0');
-  for (std::int64_t i = 0; i < count; ++i)
-    std::snprintf(text.data() + i * width, width, "I%04lld", static_cast<long long>(i));
+  for (std::int64_t i = 0; i < count; ++i) {
+    std::string name = std::to_string(i);
+    name = "I" + std::string(name.size() < 4 ? 4 - name.size() : 0, '0') + name;
+    name.copy(text.data() + i * width, width - 1);
+  }
   hsize_t dims = static_cast<hsize_t>(count);
   h5::Handle space(H5Screate_simple(1, &dims, nullptr), H5Sclose);
   h5::Handle type(H5Tcopy(H5T_C_S1), H5Tclose);

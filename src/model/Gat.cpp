@@ -167,17 +167,20 @@ GatConv::GatConv(std::int64_t width, std::int64_t heads, double dropout)
   bias_ = register_parameter("bias", at::zeros({heads * channels_}));
 }
 
-at::Tensor GatConv::forward(const at::Tensor& h, const at::Tensor& src, const at::Tensor& dst) {
-  const std::int64_t nodes = h.size(0);
+at::Tensor GatConv::forward(const at::Tensor& h, const at::Tensor& src, const at::Tensor& dst,
+                            std::int64_t nodesPerDate) {
+  const std::int64_t nodes = h.size(0), dates = nodes / nodesPerDate;
   at::Tensor x = lin_->forward(h).to(at::kFloat).view({nodes, heads_, channels_});  // [M, H, C]
   at::Tensor fromSrc = (x * attSrc_.to(at::kFloat)).sum(-1);                        // [M, H]
   at::Tensor atDst = (x * attDst_.to(at::kFloat)).sum(-1);
   at::Tensor score = at::leaky_relu(fromSrc.index_select(0, src) + atDst.index_select(0, dst),
                                     kNegativeSlope);  // [E, H]
-  at::Tensor groups = dst.unsqueeze(1).expand_as(score);
-  at::Tensor peak = at::zeros({nodes, heads_}, score.options())
-                        .scatter_reduce(0, groups, score.detach(), "amax", /*include_self=*/false);
-  at::Tensor weight = (score - peak.index_select(0, dst)).exp();
+  // Note [Graph attention]: a bound of each destination's scores from its date's largest
+  // source term (LeakyReLU is increasing), detached.
+  at::Tensor dateMax = std::get<0>(fromSrc.detach().view({dates, nodesPerDate, heads_}).max(1));
+  at::Tensor bound = at::leaky_relu(dateMax.repeat_interleave(nodesPerDate, 0) + atDst.detach(),
+                                    kNegativeSlope);  // [M, H]
+  at::Tensor weight = (score - bound.index_select(0, dst)).exp();
   at::Tensor total = at::zeros({nodes, heads_}, score.options()).index_add(0, dst, weight);
   at::Tensor alpha = weight / (total.index_select(0, dst) + 1e-16);
   alpha = at::dropout(alpha, dropout_, is_training());
@@ -262,7 +265,7 @@ at::Tensor Gat::forward(const data::Batch& batch) {
     at::Tensor src = edges[0], dst = edges[1];
     for (std::size_t i = 0; i < layers_.size(); ++i) {
       at::Tensor update =
-          at::dropout(at::elu(layers_[i]->forward(h, src, dst)), dropout_, is_training());
+          at::dropout(at::elu(layers_[i]->forward(h, src, dst, nodes)), dropout_, is_training());
       h = norms_[i]->forward(h.to(at::kFloat) + update);
     }
   }

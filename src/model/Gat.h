@@ -32,9 +32,14 @@
 //   e_ij = LeakyReLU_0.2(<x'_j, att_src> + <x'_i, att_dst>)          per head
 //   a_ij = softmax of e_ij over the sources j of each i              (a segment softmax)
 //   out_i = sum_j a_ij x'_j, heads concatenated, + bias
-// computed with index_select / index_add over the edge list, in fp32. The softmax subtracts the
-// per-destination maximum (scatter_reduce amax), detached: the result and its gradient are
-// those of the plain softmax. Attention weights get model.dropout in training, as PyG's.
+// computed with index_select / index_add over the edge list, in fp32. The softmax subtracts,
+// for each destination i, a detached bound of its scores: LeakyReLU(max over i's date of
+// <x'_j, att_src> + <x'_i, att_dst>), which no score of i exceeds because LeakyReLU is
+// increasing; any per-destination constant leaves the softmax and its gradient unchanged, and
+// this one needs no segment maximum (scatter_reduce), only a dense max per date. Scores more
+// than ~80 below their date's bound underflow to weight 0 (a node whose every score does gets no
+// message: the +1e-16 keeps it finite), which needs attention logits spread over ~80 within a
+// date. Attention weights get model.dropout in training, as PyG's.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -57,8 +62,10 @@ namespace mb::model {
 class GatConv : public torch::nn::Module {
  public:
   GatConv(std::int64_t width, std::int64_t heads, double dropout);
-  // `h` [M, width], `src`/`dst` [E] int64 node ids -> [M, width].
-  at::Tensor forward(const at::Tensor& h, const at::Tensor& src, const at::Tensor& dst);
+  // `h` [M, width] (M = dates x nodesPerDate, date-major), `src`/`dst` [E] int64 node ids of
+  // edges within a date -> [M, width].
+  at::Tensor forward(const at::Tensor& h, const at::Tensor& src, const at::Tensor& dst,
+                     std::int64_t nodesPerDate);
 
  private:
   std::int64_t heads_;

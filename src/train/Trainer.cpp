@@ -480,8 +480,10 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
   const std::string split = fmt::format("data {:.0f}% fwd-bwd {:.0f}% comm {:.0f}% opt {:.0f}%",
                                         100 * dataShare, 100 * phases.forwardBackward / elapsed,
                                         100 * commShare, 100 * phases.optimizer / elapsed);
-  const std::optional<double> utilisation =
-      gpuUtilisation_ ? gpuUtilisation_->sinceLastCall() : std::nullopt;
+  // Note [GPU utilisation]: rank 0 on CUDA; negative when there is none to report.
+  std::optional<double> sampled = gpuUtilisation_ ? gpuUtilisation_->sinceLastCall() : std::nullopt;
+  const double utilisation = sampled.value_or(-1.0);
+  const std::string utilisationPart = utilisation >= 0 ? utilisationText(utilisation, split) : "";
   ++logWindows_;
   const double memoryMb = static_cast<double>(processMemoryBytes()) / (1 << 20);
   const double remaining = static_cast<double>(totalSteps_ - state_.step) * stepSeconds;
@@ -503,7 +505,7 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
         .add("comm_time_s", phases.communication / steps)
         .add("optimizer_time_s", phases.optimizer / steps);
     record.add("mem_mb", memoryMb);
-    if (utilisation) record.add("gpu_util", *utilisation);
+    if (utilisation >= 0) record.add("gpu_util", utilisation);
     for (const auto& [name, value] : model_->statistics())
       record.add(name, value);
     record.add("grad_norm", lastGradNorm_).add("skipped_steps", skippedInWindow_);
@@ -519,9 +521,8 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
       state_.step, totalSteps_, percent, meanLoss,
       learningRate(config_.optim, state_.step - 1, totalSteps_), samplesPerSecond,
       tokens ? fmt::format(" | {:.0f} tokens/s", tokensPerSecond) : std::string(),
-      1000.0 * stepSeconds, split,
-      utilisation ? utilisationText(*utilisation, split) : std::string(),
-      str::humanDuration(remaining), str::humanBytes(static_cast<double>(processMemoryBytes())));
+      1000.0 * stepSeconds, split, utilisationPart, str::humanDuration(remaining),
+      str::humanBytes(static_cast<double>(processMemoryBytes())));
   // Rank 0 speaks for the job, on the first slow window and then every 20th, so SLURM logs stay
   // readable.
   const bool slowData = dataShare > 0.10;

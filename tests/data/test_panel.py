@@ -77,7 +77,7 @@ class PanelFilesTest(mbtest.TempDirTestCase):
         dump = self.path(name)
         args = ["data", "check", "--config", cfg, "--dump", dump, "--batches", "4"] + list(extra)
         r = mbtest.run(args) if np_ == 1 else mbtest.mpirun(np_, args)
-        self.assertExit(r, 0, "panel layout", "train samples")
+        self.assertExit(r, 0, "layout: panel", "train samples")
         if np_ == 1:
             return read_dump(dump)
         root, ext = os.path.splitext(dump)

@@ -212,7 +212,7 @@ void writeGraphCase(const std::string& dir, const GraphCase& c) {
   at::Tensor returns = at::randn({c.dates, c.nodes, c.lookback}, at::kDouble).to(at::kFloat);
   at::Tensor gaps = at::rand({c.dates, c.nodes, c.lookback}) < 0.15;
   returns.masked_fill_(gaps, NAN);
-  returns[0][1].fill_(0.25);                                        // constant: no correlation
+  returns[0][1].fill_(0.25);  // constant: no correlation
   const std::int64_t hidden = std::max<std::int64_t>(0, c.lookback - c.config.minPeriods + 1);
   returns[0][2].narrow(0, 0, hidden).fill_(NAN);  // too few dates left for a correlation
   at::Tensor present = at::rand({c.dates, c.nodes}) < 0.85;
@@ -227,7 +227,8 @@ void writeGraphCase(const std::string& dir, const GraphCase& c) {
   mb::h5::WriteOptions plain;
   mb::h5::writeTensor(file.get(), "returns", returns, plain, ExitCode::kFailure);
   mb::h5::writeTensor(file.get(), "present", present, plain, ExitCode::kFailure);
-  if (sector.defined()) mb::h5::writeTensor(file.get(), "sector", sector, plain, ExitCode::kFailure);
+  if (sector.defined())
+    mb::h5::writeTensor(file.get(), "sector", sector, plain, ExitCode::kFailure);
   mb::h5::writeAttribute(file.get(), "k", c.config.k, ExitCode::kFailure);
   mb::h5::writeAttribute(file.get(), "min_periods", c.config.minPeriods, ExitCode::kFailure);
   mb::h5::Handle edges = mb::h5::createGroup(file.get(), "edges", ExitCode::kFailure);
@@ -338,10 +339,10 @@ void writeCase(const std::string& dir, const Case& c) {
   for (const auto& input : c.info.inputs)
     streams += (streams.empty() ? "" : ",") + input.name;
   mb::h5::writeAttribute(root, "streams", streams, ExitCode::kFailure);
-  mb::h5::writeAttribute(root, "encoder",
-                         std::string(m.encoder == mb::EncoderKind::kTransformer ? "transformer"
-                                                                                : "lstm"),
-                         ExitCode::kFailure);
+  mb::h5::writeAttribute(
+      root, "encoder",
+      std::string(m.encoder == mb::EncoderKind::kTransformer ? "transformer" : "lstm"),
+      ExitCode::kFailure);
   mb::h5::writeAttribute(root, "gat_layers", m.graph.layers, ExitCode::kFailure);
   mb::h5::writeAttribute(root, "graph_k", m.graph.k, ExitCode::kFailure);
   mb::h5::writeAttribute(root, "graph_min_periods", m.graph.minPeriods, ExitCode::kFailure);

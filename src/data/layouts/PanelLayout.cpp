@@ -303,8 +303,9 @@ StorePlan PanelLayout::planStore(SampleRange samples, DType residentDtype,
   StorePlan plan;
   plan.samples = samples;
   const std::int64_t n = samples.size();
-  const ItemRange rows =
-      n > 0 ? ItemRange{samples.begin - history() + 1, samples.end} : ItemRange{0, 0};
+  // An empty store reads nothing, from its own first date (so offsets into it stay 0).
+  const ItemRange rows = n > 0 ? ItemRange{samples.begin - history() + 1, samples.end}
+                               : ItemRange{samples.begin, samples.begin};
   ReadSpec values;
   values.part = kValues;
   values.path = datasets_.values.path;
