@@ -88,8 +88,8 @@ struct SynthPanelOptions {
   std::int64_t features = 8;
   std::int64_t sectors = 10;
   std::int64_t targets = 1;       // K > 1: target k is the return k+1 dates ahead
-  double own = 0.25;              // weight of the instrument's own signal
-  double peer = 0.25;             // weight of its sector's signal
+  double own = 0.15;              // weight of the instrument's own signal
+  double peer = 0.35;             // weight of its sector's signal
   double sectorVol = 0.7;         // std of the sector returns
   double missing = 0.02;          // share of absent instrument-dates
   std::string dtype = "float32";  // of /values: float16 | float32 | float64

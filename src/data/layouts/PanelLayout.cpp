@@ -29,6 +29,14 @@ std::int64_t graphLookback(const Config& c) {
   return g.layers > 0 && g.k > 0 ? g.lookback : 0;
 }
 
+// The dates a sample's inputs reach back: the window, and the graph's lookback whenever one is
+// configured (also with model.graph.layers = 0, so that the same model without the graph is
+// trained and evaluated on the same dates).
+std::int64_t historyOf(const Config& c) {
+  const GraphConfig& g = c.model.graph;
+  return std::max(c.data.panel.window, g.k > 0 ? g.lookback : 0);
+}
+
 std::string timeRange(hid_t file, const DatasetMeta& time) {
   if (!time.present() || time.info.typeClass != H5T_INTEGER || time.info.rows() < 1) return {};
   h5::Handle d = h5::openDataset(file, time.path, ExitCode::kData);
@@ -227,6 +235,7 @@ std::shared_ptr<const Layout> PanelLayout::open(hid_t file, const std::string& p
 
   Settings settings;
   settings.window = config.data.panel.window;
+  settings.history = historyOf(config);
   settings.lookback = graphLookback(config);
   settings.feature = config.model.graph.feature;
   settings.sector = config.model.graph.layers > 0 && config.model.graph.sectorEdges;
@@ -249,7 +258,7 @@ std::shared_ptr<const Layout> PanelLayout::open(hid_t file, const std::string& p
 }
 
 std::int64_t PanelLayout::history() const {
-  return std::max(settings_.window, settings_.lookback);
+  return std::max({settings_.window, settings_.lookback, settings_.history});
 }
 
 void PanelLayout::describe(DataInfo& info) const {
@@ -282,8 +291,8 @@ std::int64_t PanelLayout::firstUsableSample(IndexReader& /*index*/) const {
   const std::int64_t dates = schema_.numSamples;
   if (dates >= history()) return history() - 1;
   std::string needs = "data.panel.window = " + std::to_string(settings_.window);
-  if (settings_.lookback > 0)
-    needs += ", model.graph.lookback = " + std::to_string(settings_.lookback);
+  if (history() > settings_.window)
+    needs += ", model.graph.lookback = " + std::to_string(history());
   throw DataError(schema::where(schema_.path, datasets_.values.path) +
                       " has T = " + std::to_string(dates) + " dates, but a sample needs " +
                       std::to_string(history()) + " dates of history (" + needs + ")",

@@ -14,9 +14,10 @@
 // A sample is one date t. Its input is, for every instrument, the window of values over dates
 // t-W+1..t (W = data.panel.window), gathered on the device from the panel, which a store holds
 // once (Note [Window gather] in Store.h): a store of dates [a, b) keeps rows a-H+1..b-1 of
-// /values and /mask, where H = max(W, model.graph.lookback when the model builds a graph) is
-// the history a date needs. Dates before H-1 are not samples (firstUsableSample), and the
-// default embargo between splits is H dates, so no date's history reaches into the previous
+// /values and /mask, where H = max(W, model.graph.lookback when model.graph.k > 0) is the
+// history a date needs (the lookback counts also with model.graph.layers = 0, so the same model
+// without its graph sees the same dates). Dates before H-1 are not samples (firstUsableSample), and
+// the default embargo between splits is H dates, so no date's history reaches into the previous
 // split (targets one date ahead included).
 //
 // When a store is made (prepareStore, on the store's device) the values are normalised per
@@ -69,6 +70,7 @@ class PanelLayout final : public Layout {
   struct Settings {
     std::int64_t window = 1;    // W
     std::int64_t lookback = 0;  // L: dates of the graph's returns; 0 = none in the batch
+    std::int64_t history = 1;   // H (Note [Panel samples])
     std::int64_t feature = 0;   // column of the returns
     bool sector = false;        // the batch carries sector ids
     PanelNorm normalize = PanelNorm::kZscore;
