@@ -135,7 +135,8 @@ at::Tensor crossSectionalRanks(const at::Tensor& x, const at::Tensor& present) {
   at::Tensor mask = present.unsqueeze(2).expand_as(x);
   at::Tensor key =
       at::where(mask, x.to(at::kFloat), at::full({}, INFINITY, x.options().dtype(at::kFloat)));
-  at::Tensor order = std::get<1>(at::sort(key, /*stable=*/true, /*dim=*/1));
+  at::Tensor order =
+      std::get<1>(at::sort(key, c10::optional<bool>(true), /*dim=*/1, /*descending=*/false));
   at::Tensor positions =
       at::arange(x.size(1), order.options()).view({1, x.size(1), 1}).expand_as(order);
   return at::empty_like(order).scatter_(1, order, positions).to(at::kFloat);

@@ -58,7 +58,7 @@ def series_file(path, rows=3000, m1_ends=None, h1_ends=None, m1_values=None):
         f["targets"] = np.zeros(len(t), "f4")
 
 
-def panel_file(path, dates=200, instruments=6, values=None, mask=None, target=None):
+def panel_file(path, dates=400, instruments=6, values=None, mask=None, target=None):
     """A panel of `dates` x `instruments` x 3 with names A, B, ...; mask=False writes none."""
     rng = np.random.default_rng(0)
     with h5py.File(path, "w") as f:
@@ -218,35 +218,35 @@ class DataErrorsTest(mbtest.TempDirTestCase):
 
     def test_panel_wrong_ranks_and_mask_shape(self):
         path = self.path("p.h5")
-        panel_file(path, values=np.zeros((200, 6), "f4"))
+        panel_file(path, values=np.zeros((400, 6), "f4"))
         self.assertAllRanks(self.run_check(PANEL, path), 3,
                             "dataset /values: expected shape [T, N, F] (dates x instruments x features), "
-                            "found 2 dimension(s) [200, 6]")
-        panel_file(path, target=np.zeros(200, "f4"))
+                            "found 2 dimension(s) [400, 6]")
+        panel_file(path, target=np.zeros(400, "f4"))
         self.assertAllRanks(self.run_check(PANEL, path), 3,
-                            "dataset /target: expected shape [T, N] or [T, N, K], found 1 dimension(s) [200]")
-        panel_file(path, mask=np.ones((200, 5), bool))
+                            "dataset /target: expected shape [T, N] or [T, N, K], found 1 dimension(s) [400]")
+        panel_file(path, mask=np.ones((400, 5), bool))
         self.assertAllRanks(self.run_check(PANEL, path), 3,
-                            "dataset /mask: expected [T, N] = [200, 6] leading dimensions (as /values "
-                            "[200, 6, 3]), found [200, 5]", "write one mask entry per date and instrument")
-        panel_file(path, mask=np.ones((200, 6), "f4"))
+                            "dataset /mask: expected [T, N] = [400, 6] leading dimensions (as /values "
+                            "[400, 6, 3]), found [400, 5]", "write one mask entry per date and instrument")
+        panel_file(path, mask=np.ones((400, 6), "f4"))
         self.assertAllRanks(self.run_check(PANEL, path), 3,
                             "dataset /mask: expected bool or integer entries (nonzero = present), found float32",
                             "write the mask as bool or uint8")
 
     def test_panel_non_finite_where_the_mask_says_present(self):
         path = self.path("p.h5")
-        values = np.random.default_rng(1).standard_normal((200, 6, 3)).astype("f4")
+        values = np.random.default_rng(1).standard_normal((400, 6, 3)).astype("f4")
         values[150, 2, 1] = np.nan
         panel_file(path, values=values)
         self.assertAllRanks(self.run_check(PANEL, path), 3,
                             "dataset /values: non-finite value (nan) at date 150, instrument 2 ('C'), where "
                             "/mask says the instrument is present", "set /mask to 0 where the instrument has no data")
-        mask = np.ones((200, 6), bool)
+        mask = np.ones((400, 6), bool)
         mask[150, 2] = False  # absent: its NaN is allowed
         panel_file(path, values=values, mask=mask)
         self.assertExit(self.run_check(PANEL, path), 0)
-        target = np.zeros((200, 6), "f4")
+        target = np.zeros((400, 6), "f4")
         target[120, 4] = np.inf
         panel_file(path, target=target)
         self.assertAllRanks(self.run_check(PANEL, path), 3,

@@ -37,6 +37,11 @@ TEST(Panel, DailyIcOfConstantAndPerfectPredictions) {
     const std::int64_t n = p[b].sum().item<std::int64_t>();
     at::Tensor taken = std::get<0>(ranks[b].masked_select(p[b].unsqueeze(1)).sort());
     EXPECT_TRUE(at::equal(taken, at::arange(n, at::kFloat))) << b;
+    // Ascending: the smallest present value has rank 0, the largest n - 1.
+    at::Tensor values = target.cpu()[b].masked_select(p[b].unsqueeze(1));
+    at::Tensor ranked = ranks[b].masked_select(p[b].unsqueeze(1));
+    EXPECT_EQ(ranked[values.argmin()].item<float>(), 0.0f) << b;
+    EXPECT_EQ(ranked[values.argmax()].item<float>(), static_cast<float>(n - 1)) << b;
   }
 }
 

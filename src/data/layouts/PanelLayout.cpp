@@ -479,7 +479,8 @@ at::Tensor normalizeAcrossInstruments(const at::Tensor& x, const at::Tensor& pre
   // mapped to (rank + 0.5) / count - 0.5 and scaled to unit variance (a uniform's is 1/12).
   const std::int64_t n = x.size(1);
   at::Tensor key = at::where(mask, values, at::full({}, INFINITY, values.options()));
-  at::Tensor order = std::get<1>(at::sort(key, /*stable=*/true, /*dim=*/1));
+  at::Tensor order =
+      std::get<1>(at::sort(key, c10::optional<bool>(true), /*dim=*/1, /*descending=*/false));
   std::vector<std::int64_t> positions(x.dim(), 1);
   positions[1] = n;
   at::Tensor ranks = at::empty_like(order).scatter_(
