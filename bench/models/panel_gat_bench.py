@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
 import h5py
 import numpy as np
@@ -48,7 +49,7 @@ data:
   layout: panel
   canonical_shards: 1
   residency: {residency}
-  split: {{train_fraction: 0.96, val_fraction: 0.02, test_fraction: 0.02}}
+  split: {{train_fraction: 0.96, val_fraction: 0.02, test_fraction: 0.02, embargo: 0}}
   panel: {{window: {window}, normalize: zscore, normalize_target: zscore}}
 model:
   kind: gat
@@ -248,6 +249,7 @@ def megabatch(args, data, tmp, repeat):
 
 
 def main():
+    warnings.filterwarnings("ignore", message="scatter_reduce")  # torch 1.13: "in beta"
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--binary", default="build/megabatch")
     parser.add_argument("--repeats", type=int, default=3)
