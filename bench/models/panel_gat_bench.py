@@ -185,8 +185,8 @@ def baseline(args, data, dates, cached, device):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     cache = {}
     if cached:  # the report's fix: every date's graph once, before training
-        for i in range(0, len(dataset), 64):
-            items = [dataset[j] for j in range(i, min(len(dataset), i + 64))]
+        for i in range(0, len(dataset), args.batch):  # a batch's worth at a time bounds the memory
+            items = [dataset[j] for j in range(i, min(len(dataset), i + args.batch))]
             graphs = build_graphs(torch.stack([it[2] for it in items]), torch.stack([it[1] for it in items]),
                                   args.k, args.min_periods)
             cache.update({it[4]: g for it, g in zip(items, graphs)})
@@ -267,7 +267,9 @@ def main():
     parser.add_argument("--steps", type=int, default=20, help="timed baseline steps per repeat")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--log-every", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads of both sides (1: OpenMP threads that spin-wait make "
+                             "timings erratic on a busy host)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args()
     device = torch.device(args.device)

@@ -250,6 +250,23 @@ at::Tensor Gat::encode(const at::Tensor& windows) {
   return std::get<0>(std::get<1>(out))[lstm_->options.num_layers() - 1];  // [M, hidden]
 }
 
+// Note [Present instruments]: absent instruments take part in no edge and no loss, so their
+// encodings only need to be defined: zeros. On the CPU the encoder runs on the present ones
+// alone (a real saving when a universe's instruments come and go); on CUDA on all of them,
+// zeroed after, because selecting them needs their count on the host, a sync in every step.
+// Either way present instruments get the same encodings, outputs and gradients.
+at::Tensor Gat::encodePresent(const at::Tensor& windows, const at::Tensor& present) {
+  const std::int64_t nodes = windows.size(0);
+  if (!windows.device().is_cpu())
+    return encode(windows) * present.unsqueeze(1).to(at::kFloat);  // [M, hidden]
+  at::Tensor rows = present.nonzero().squeeze(1);                  // [M'] present node ids
+  if (rows.size(0) == nodes) return encode(windows);
+  if (rows.size(0) == 0)
+    return at::zeros({nodes, hidden_}, windows.options().dtype(at::kFloat)).requires_grad_(false);
+  at::Tensor encoded = encode(windows.index_select(0, rows));  // [M', hidden]
+  return at::zeros({nodes, hidden_}, encoded.options()).index_copy(0, rows, encoded);
+}
+
 at::Tensor Gat::forward(const data::Batch& batch) {
   const at::Tensor& values = input(batch, values_);  // [B, N, W, F]
   const at::Tensor& present = input(batch, mask_);   // [B, N]
@@ -257,8 +274,8 @@ at::Tensor Gat::forward(const data::Batch& batch) {
     throw RuntimeError("gat: the values input must be [B, N, W, F], got " +
                        std::to_string(values.dim()) + " dimensions");
   const std::int64_t dates = values.size(0), nodes = values.size(1);
-  at::Tensor h =
-      encode(values.reshape({dates * nodes, values.size(2), values.size(3)}));  // [B*N, hidden]
+  at::Tensor h = encodePresent(values.reshape({dates * nodes, values.size(2), values.size(3)}),
+                               present.reshape({-1}).to(at::kBool));  // [B*N, hidden]
   if (!layers_.empty()) {
     at::Tensor edges = graphs_.batchEdges(batch, input(batch, returns_), present.to(at::kBool),
                                           input(batch, sector_));  // [2, E]

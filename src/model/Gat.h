@@ -1,8 +1,8 @@
 #pragma once
 // model.kind = gat: a cross-sectional model over the panel layout (ATFT-GAT style). For each
 // date of the batch:
-//   1. a temporal encoder reads every instrument's window [W, F] (an LSTM, or a small pre-norm
-//      transformer; model.encoder) into a vector of model.hidden;
+//   1. a temporal encoder reads every present instrument's window [W, F] (an LSTM, or a small
+//      pre-norm transformer; model.encoder) into a vector of model.hidden (absent ones: zeros);
 //   2. model.graph.layers graph-attention layers let each instrument attend to its neighbours
 //      on that date (Note [Panel graph] in PanelGraph.h): h = LayerNorm(h + Dropout(ELU(GAT(h))));
 //   3. a head (Linear -> GELU -> Dropout -> Linear) predicts each instrument's targets, or two
@@ -97,6 +97,9 @@ class Gat : public Model {
   const at::Tensor& input(const data::Batch& batch, int index) const;
   // The temporal encoder: [M, W, F] windows -> [M, hidden].
   at::Tensor encode(const at::Tensor& windows);
+  // The same for present instruments, zeros for the others (Note [Present instruments]);
+  // `present` [M] bool.
+  at::Tensor encodePresent(const at::Tensor& windows, const at::Tensor& present);
 
   int values_ = -1, mask_ = -1, returns_ = -1, sector_ = -1;  // indices into Batch::inputs
   std::int64_t hidden_;

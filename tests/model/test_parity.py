@@ -209,10 +209,11 @@ class PanelGat(nn.Module):
         self.head = make_head(hidden, head_hidden, outputs)
 
     def forward(self, batch):
-        values, edge_index = batch
+        values, mask, edge_index = batch
         b, n, w, f = values.shape
         x = values.reshape(b * n, w, f)
         h = self.encoder(x)[1][0][-1] if self.lstm else self.encoder(x)
+        h = h * mask.reshape(-1, 1)  # absent instruments: zero encodings
         if hasattr(self, "gat"):
             for conv, norm in zip(self.gat, self.norms):
                 h = norm(h + F.elu(conv(h, edge_index)))
@@ -331,7 +332,7 @@ def build(f):
                           int(attr(f, "heads")), int(attr(f, "gat_layers")),
                           int(attr(f, "head_hidden")), outputs)
         edges = torch.from_numpy(f["edges"][()]).long() if "edges" in f else None
-        return module, (values, edges), targets
+        return module, (values, inputs[1].bool(), edges), targets
     if kind == "gpt":
         context = inputs[0].shape[1]
         module = Gpt(int(attr(f, "vocab_size")), context, hidden, layers, int(attr(f, "heads")),
