@@ -12,4 +12,11 @@ std::unique_ptr<GpuUtilisation> GpuUtilisation::open(c10::Device device, std::st
 #endif
 }
 
+bool StarvationWatch::observe(double utilisation) {
+  const bool judged = windows_++ > 0;
+  const bool low = threshold_ > 0 && judged && utilisation < threshold_;
+  lowWindows_ = low ? lowWindows_ + 1 : 0;
+  return lowWindows_ >= 2 && (lowWindows_ - 2) % 20 == 0;
+}
+
 }  // namespace mb::train

@@ -10,6 +10,7 @@
 // libnvidia-ml.so.1, which the NVIDIA driver installs), so the binary neither links nor needs it;
 // without it the utilisation is absent, with one line in the log saying why. CPU runs have no
 // utilisation at all: nothing is reported, nothing is estimated.
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,23 @@ class GpuUtilisation {
   // nullptr for CPU devices and CPU builds; on CUDA, nullptr with `why` set when NVML cannot be
   // used.
   static std::unique_ptr<GpuUtilisation> open(c10::Device device, std::string& why);
+};
+
+// When the trainer warns that the GPU starves: `observe` takes each log window's utilisation
+// (rank 0 on CUDA) and says whether the warning is due. The first window, with its warm-up, is
+// not judged; the warning is due when the utilisation has stayed under the threshold (percent;
+// 0 = never warn) for two judged windows in a row, and then every 20th such window.
+class StarvationWatch {
+ public:
+  explicit StarvationWatch(double threshold) : threshold_(threshold) {}
+  bool observe(double utilisation);
+  // Consecutive judged windows under the threshold, the current one included.
+  std::int64_t lowWindows() const { return lowWindows_; }
+
+ private:
+  double threshold_;
+  std::int64_t windows_ = 0;
+  std::int64_t lowWindows_ = 0;
 };
 
 // The NVML reader for CUDA device `device`; GpuUtilisationCuda.cpp (CUDA builds only).

@@ -484,7 +484,6 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
   std::optional<double> sampled = gpuUtilisation_ ? gpuUtilisation_->sinceLastCall() : std::nullopt;
   const double utilisation = sampled.value_or(-1.0);
   const std::string utilisationPart = utilisation >= 0 ? utilisationText(utilisation, split) : "";
-  ++logWindows_;
   const double memoryMb = static_cast<double>(processMemoryBytes()) / (1 << 20);
   const double remaining = static_cast<double>(totalSteps_ - state_.step) * stepSeconds;
   const bool tokens = data_->info().countsTokens;
@@ -544,18 +543,15 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
 }
 
 // Rank 0 on CUDA: " | gpu 64%", and a warning when the utilisation stays under
-// train.gpu_util_warn for two log windows in a row (the first window, with its warm-up, is not
-// judged), on the first such window and then every 20th.
+// train.gpu_util_warn (StarvationWatch: two judged log windows in a row, the first window not
+// judged, then every 20th).
 std::string Trainer::utilisationText(double utilisation, const std::string& split) {
-  const double threshold = config_.train.gpuUtilWarn;
-  const bool low = threshold > 0 && logWindows_ > 1 && utilisation < threshold;
-  lowUtilisationWindows_ = low ? lowUtilisationWindows_ + 1 : 0;
-  if (lowUtilisationWindows_ >= 2 && (lowUtilisationWindows_ - 2) % 20 == 0)
+  if (starvation_.observe(utilisation))
     logger().warn(
         "GPU utilisation is {:.0f}%, under train.gpu_util_warn = {:g}% for {} log windows: the GPU "
         "waits for the host (step time: {}). Try a larger train.global_batch, "
         "data.residency=device, fewer ranks per GPU, or train.precision=bf16",
-        utilisation, threshold, lowUtilisationWindows_, split);
+        utilisation, config_.train.gpuUtilWarn, starvation_.lowWindows(), split);
   return fmt::format(" | gpu {:.0f}%", utilisation);
 }
 

@@ -15,6 +15,7 @@
 #include "config/Config.h"
 #include "data/DataInfo.h"
 #include "train/Checkpoint.h"
+#include "train/GpuUtilisation.h"
 #include "train/Progress.h"
 
 namespace mb::data {
@@ -31,7 +32,6 @@ class Model;
 
 namespace mb::train {
 
-class GpuUtilisation;
 class MetricsWriter;
 class Optimizer;
 class PhaseClock;
@@ -105,12 +105,11 @@ class Trainer {
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<dist::GradientReducer> reducer_;
   std::unique_ptr<CheckpointDirectory> checkpoints_;
-  std::unique_ptr<MetricsWriter> metrics_;          // rank 0 only
-  std::unique_ptr<ProgressBar> progress_;           // rank 0 on a terminal
-  std::unique_ptr<PhaseClock> phases_;              // Note [Step phases]
-  std::unique_ptr<GpuUtilisation> gpuUtilisation_;  // rank 0 on CUDA, when NVML loads
-  std::int64_t logWindows_ = 0;
-  std::int64_t lowUtilisationWindows_ = 0;  // consecutive log windows under the threshold
+  std::unique_ptr<MetricsWriter> metrics_;                 // rank 0 only
+  std::unique_ptr<ProgressBar> progress_;                  // rank 0 on a terminal
+  std::unique_ptr<PhaseClock> phases_;                     // Note [Step phases]
+  std::unique_ptr<GpuUtilisation> gpuUtilisation_;         // rank 0 on CUDA, when NVML loads
+  StarvationWatch starvation_{config_.train.gpuUtilWarn};  // after config_: reads it
   TrainerState state_;
   std::int64_t totalSteps_ = 0;
   std::int64_t microBatch_ = 0;
