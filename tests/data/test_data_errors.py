@@ -221,10 +221,19 @@ class DataErrorsTest(mbtest.TempDirTestCase):
         panel_file(path, values=np.zeros((400, 6), "f4"))
         self.assertAllRanks(self.run_check(PANEL, path), 3,
                             "dataset /values: expected shape [T, N, F] (dates x instruments x features), "
-                            "found 2 dimension(s) [400, 6]")
+                            "found 2 dimension(s) [400, 6]", "a single feature as [T, N, 1]: values[..., None]")
         panel_file(path, target=np.zeros(400, "f4"))
         self.assertAllRanks(self.run_check(PANEL, path), 3,
-                            "dataset /target: expected shape [T, N] or [T, N, K], found 1 dimension(s) [400]")
+                            "dataset /target: expected shape [T, N] or [T, N, K], found 1 dimension(s) [400]",
+                            "write one target per date and instrument")
+        panel_file(path, mask=np.ones(400, bool))
+        self.assertAllRanks(self.run_check(PANEL, path), 3,
+                            "dataset /mask: expected shape [T, N] (instrument present on the date), found 1 "
+                            "dimension(s) [400]", "write the mask as a [T, N] array")
+        panel_file(path, target=np.zeros((400, 7), "f4"))
+        self.assertAllRanks(self.run_check(PANEL, path), 3,
+                            "dataset /target: expected [T, N] = [400, 6] leading dimensions (as /values "
+                            "[400, 6, 3]), found [400, 7]", "write one target per date and instrument of /values")
         panel_file(path, mask=np.ones((400, 5), bool))
         self.assertAllRanks(self.run_check(PANEL, path), 3,
                             "dataset /mask: expected [T, N] = [400, 6] leading dimensions (as /values "

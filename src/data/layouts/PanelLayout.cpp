@@ -65,6 +65,16 @@ std::optional<std::string> inspect(hid_t file, const std::vector<ListedDataset>&
          std::to_string(dims[1]) + " instruments" + timeRange(file, time);
 }
 
+// `d` has `low`..`high` dimensions; the hint says how to write it (h5py users reshape).
+void requirePanelRank(const std::string& path, const DatasetMeta& d, std::size_t low,
+                      std::size_t high, const std::string& expected, const std::string& fix) {
+  const std::size_t rank = d.info.dims.size();
+  if (rank >= low && rank <= high) return;
+  throw DataError(schema::where(path, d.path) + ": expected shape " + expected + ", found " +
+                      std::to_string(rank) + " dimension(s) " + schema::shapeText(d.info.dims),
+                  fix);
+}
+
 // `d`'s first dimensions are [T, N] as /values's.
 void requireDatesByInstruments(const std::string& path, const DatasetMeta& d,
                                const DatasetMeta& values, const std::string& fix) {
@@ -88,7 +98,9 @@ DatasetMeta readMask(hid_t file, const std::string& path, const Config& config,
                      const DatasetMeta& values) {
   DatasetMeta mask = schema::optional(file, path, config.data.names.mask, "mask");
   if (!mask.present()) return mask;
-  schema::requireRank(path, mask, 2, 2, "[T, N] (instrument present on the date)");
+  requirePanelRank(path, mask, 2, 2, "[T, N] (instrument present on the date)",
+                   "write the mask as a [T, N] array, one entry per date and instrument (e.g. "
+                   "np.isfinite(values).all(-1)), not per date or per feature");
   requireDatesByInstruments(path, mask, values,
                             "write one mask entry per date and instrument of /" + values.path);
   requireMaskType(path, mask);
@@ -98,7 +110,9 @@ DatasetMeta readMask(hid_t file, const std::string& path, const Config& config,
 DatasetMeta readTarget(hid_t file, const std::string& path, const Config& config,
                        const DatasetMeta& values) {
   DatasetMeta target = schema::require(file, path, config.data.names.target, "target");
-  schema::requireRank(path, target, 2, 3, "[T, N] or [T, N, K]");
+  requirePanelRank(path, target, 2, 3, "[T, N] or [T, N, K]",
+                   "write one target per date and instrument ([T, N], or [T, N, K] for K "
+                   "targets), in the order of /values");
   schema::requireNumeric(path, target);
   requireDatesByInstruments(path, target, values,
                             "write one target per date and instrument of /" + values.path);
@@ -217,7 +231,9 @@ std::shared_ptr<const Layout> PanelLayout::open(hid_t file, const std::string& p
   s.layout = kName;
   Datasets d;
   d.values = schema::require(file, path, names.values, "values");
-  schema::requireRank(path, d.values, 3, 3, "[T, N, F] (dates x instruments x features)");
+  requirePanelRank(path, d.values, 3, 3, "[T, N, F] (dates x instruments x features)",
+                   "write /values as [T, N, F] (a single feature as [T, N, 1]: values[..., None]); "
+                   "one series per instrument is the series or samples layout");
   schema::requireNumeric(path, d.values);
   d.mask = readMask(file, path, config, d.values);
   d.target = readTarget(file, path, config, d.values);
