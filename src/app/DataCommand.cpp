@@ -23,7 +23,7 @@
 namespace mb::app {
 namespace {
 
-const char* kSubcommands = "synth-series, arith, text, graphs, synth-graphs, or check";
+const char* kSubcommands = "synth-series, synth-panel, arith, text, graphs, synth-graphs, or check";
 
 void onRankZero(dist::Runtime& runtime, const std::string& phase,
                 const std::function<void()>& body) {
@@ -60,6 +60,33 @@ int synthSeries(const ParsedArgs& args, dist::Runtime& runtime) {
     std::printf("wrote %s: series layout, %zu streams, %lld finest rows x %lld features\n%s\n",
                 o.out.c_str(), o.streams.size(), static_cast<long long>(o.rows),
                 static_cast<long long>(o.features), report.summary().c_str());
+  });
+  return 0;
+}
+
+int synthPanel(const ParsedArgs& args, dist::Runtime& runtime) {
+  data::SynthPanelOptions o;
+  o.out = args.get("out");
+  o.dates = args.getInt("dates", o.dates);
+  o.instruments = args.getInt("instruments", o.instruments);
+  o.features = args.getInt("features", o.features);
+  o.sectors = args.getInt("sectors", o.sectors);
+  o.targets = args.getInt("targets", o.targets);
+  o.own = args.getDouble("own", o.own);
+  o.peer = args.getDouble("peer", o.peer);
+  o.sectorVol = args.getDouble("sector-vol", o.sectorVol);
+  o.missing = args.getDouble("missing", o.missing);
+  o.dtype = args.get("dtype", o.dtype);
+  o.seed = seedOf(args);
+  o.write = writeSettings(args);
+  onRankZero(runtime, "writing " + o.out, [&] {
+    data::SynthPanelReport report = data::writeSynthPanel(o);
+    std::printf(
+        "wrote %s: panel layout, %lld dates x %lld instruments x %lld features, %lld "
+        "sectors\n%s\n",
+        o.out.c_str(), static_cast<long long>(o.dates), static_cast<long long>(o.instruments),
+        static_cast<long long>(o.features), static_cast<long long>(o.sectors),
+        report.summary().c_str());
   });
   return 0;
 }
@@ -142,13 +169,15 @@ int runData(const ParsedArgs& args, dist::Runtime& runtime) {
     throw ConfigError("megabatch data " + sub + ": unexpected argument '" + args.positionals[1] +
                       "'");
   if (sub == "synth-series") return synthSeries(args, runtime);
+  if (sub == "synth-panel") return synthPanel(args, runtime);
   if (sub == "arith") return arith(args, runtime);
   if (sub == "text") return text(args, runtime);
   if (sub == "graphs") return graphs(args, runtime);
   if (sub == "synth-graphs") return synthGraphs(args, runtime);
   std::string best;
   std::size_t distance = 99;
-  for (const char* name : {"synth-series", "arith", "text", "graphs", "synth-graphs", "check"}) {
+  for (const char* name :
+       {"synth-series", "synth-panel", "arith", "text", "graphs", "synth-graphs", "check"}) {
     if (str::editDistance(sub, name) < distance) {
       distance = str::editDistance(sub, name);
       best = name;

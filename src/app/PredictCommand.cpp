@@ -92,8 +92,8 @@ void writePredictions(const std::string& path, const train::TrainedModel& run, c
     options.gzipLevel = 4;
     h5::writeTensor(file.get(), "predictions", outputs, options, code);
     if (config.model.task == Task::kClassification) {
-      h5::writeTensor(file.get(), "predicted_class", outputs.argmax(1), options, code);
-      h5::writeTensor(file.get(), "probabilities", at::softmax(outputs, 1), options, code);
+      h5::writeTensor(file.get(), "predicted_class", outputs.argmax(-1), options, code);
+      h5::writeTensor(file.get(), "probabilities", at::softmax(outputs, -1), options, code);
     }
     at::Tensor ids = sampleIdsOf(config, sampleIds, indices);
     if (ids.defined()) h5::writeTensor(file.get(), sampleIds, ids, options, code);

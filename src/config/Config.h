@@ -24,6 +24,12 @@ enum class MetricMode { kMin, kMax };
 enum class GraphConv { kGin, kGcn, kGat, kNone };
 enum class GraphPooling { kSum, kMean, kMax, kAttention };
 enum class ClassWeights { kNone, kBalanced };
+// Per-date normalisation across the instruments of a panel (data.layout = panel).
+enum class PanelNorm { kNone, kZscore, kRank };
+// When kind: gat forgets its cached graphs (Note [Panel graph cache] in model/PanelGraph.h).
+enum class GraphRebuild { kOnce, kPerEpoch };
+// The temporal encoder of kind: gat.
+enum class EncoderKind { kLstm, kTransformer };
 
 // One input stream of the `series` layout and the window length the model sees from it.
 struct StreamSpec {
@@ -39,6 +45,20 @@ struct DataNames {
   std::string tokens = "tokens";
   std::string series = "series";           // group holding one subgroup per stream
   std::string sampleEnds = "samples/end";  // group holding one [N] int64 dataset per stream
+  // panel layout
+  std::string values = "values";            // [T, N, F]
+  std::string mask = "mask";                // [T, N] (optional: every instrument present)
+  std::string target = "target";            // [T, N] or [T, N, K]
+  std::string time = "time";                // [T] (optional)
+  std::string instruments = "instruments";  // [N] names (optional, for messages)
+  std::string sector = "sector";            // [N] integer sector ids (optional)
+};
+
+// data.layout = panel: a sample is one date; each present instrument contributes its window.
+struct PanelConfig {
+  std::int64_t window = 20;                      // dates of each instrument's window
+  PanelNorm normalize = PanelNorm::kZscore;      // features, per date across instruments
+  PanelNorm normalizeTarget = PanelNorm::kNone;  // targets, per date across instruments
 };
 
 struct SplitConfig {
@@ -57,6 +77,7 @@ struct DataConfig {
   bool shuffle = true;
   SplitConfig split;
   std::vector<StreamSpec> streams;  // series layout
+  PanelConfig panel;                // panel layout
   std::int64_t context = 128;       // tokens layout: a sample is context+1 tokens
   DataNames names;
   double memoryFraction = 0.75;  // share of device (or host) memory the resident data may use
@@ -64,6 +85,18 @@ struct DataConfig {
   double memoryBudgetMb = 0;     // per-rank budget for resident data; 0 = memory_fraction of memory
   std::int64_t streamChunkItems =
       16384;  // stream residency: items per chunk per shard (GlobalOrder)
+};
+
+// kind: gat's graph between the instruments of a date (Note [Panel graph] in model/PanelGraph.h).
+struct GraphConfig {
+  std::int64_t layers = 2;       // GAT layers; 0 = the temporal encoder alone
+  std::int64_t k = 10;           // neighbours by return correlation; 0 = none
+  std::int64_t lookback = 60;    // dates of returns the correlation is computed over
+  std::int64_t feature = 0;      // column of the panel's values that holds the return
+  std::int64_t minPeriods = 20;  // fewest dates two instruments share for a correlation
+  bool sectorEdges = false;      // also connect instruments of the same /sector
+  GraphRebuild rebuild = GraphRebuild::kOnce;
+  double cacheMb = 1024;  // device memory for cached graphs
 };
 
 struct ModelConfig {
@@ -87,6 +120,8 @@ struct ModelConfig {
   bool residual = false;                            // gnn: h + layer(h) between layers
   ClassWeights classWeights = ClassWeights::kNone;  // classification: none | balanced
   std::string path;                                 // torchscript: the archive torch.jit.save wrote
+  EncoderKind encoder = EncoderKind::kLstm;         // gat: temporal encoder per instrument
+  GraphConfig graph;                                // gat
 };
 
 struct EarlyStoppingConfig {
@@ -112,6 +147,7 @@ struct TrainConfig {
   HostSync hostSync = HostSync::kAuto;  // auto: every step on CPU, at log steps on CUDA
   std::int64_t threads = 0;         // intra-op CPU threads per rank; 0 = cores / ranks on the node
   double memoryGrowthWarnMb = 256;  // warn when allocated memory grows more than this per epoch
+  double gpuUtilWarn = 70;          // CUDA: warn when GPU utilisation stays below (%); 0 = off
   EarlyStoppingConfig earlyStopping;
 };
 

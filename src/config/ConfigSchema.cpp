@@ -57,6 +57,10 @@ MB_ENUM_TABLE(GraphConv, {GraphConv::kGin, "gin"}, {GraphConv::kGcn, "gcn"},
 MB_ENUM_TABLE(GraphPooling, {GraphPooling::kSum, "sum"}, {GraphPooling::kMean, "mean"},
               {GraphPooling::kMax, "max"}, {GraphPooling::kAttention, "attention"})
 MB_ENUM_TABLE(ClassWeights, {ClassWeights::kNone, "none"}, {ClassWeights::kBalanced, "balanced"})
+MB_ENUM_TABLE(PanelNorm, {PanelNorm::kNone, "none"}, {PanelNorm::kZscore, "zscore"},
+              {PanelNorm::kRank, "rank"})
+MB_ENUM_TABLE(GraphRebuild, {GraphRebuild::kOnce, "once"}, {GraphRebuild::kPerEpoch, "per_epoch"})
+MB_ENUM_TABLE(EncoderKind, {EncoderKind::kLstm, "lstm"}, {EncoderKind::kTransformer, "transformer"})
 #undef MB_ENUM_TABLE
 
 template <class E>
@@ -335,6 +339,22 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("data.names.series", data.names.series, "group holding the series streams"),
       MB_FIELD("data.names.sample_ends", data.names.sampleEnds,
                "group holding per-stream window end rows"),
+      MB_FIELD("data.names.values", data.names.values, "panel: dataset of the values [T, N, F]"),
+      MB_FIELD("data.names.mask", data.names.mask, "panel: dataset of the presence mask [T, N]"),
+      MB_FIELD("data.names.target", data.names.target, "panel: dataset of the targets [T, N(, K)]"),
+      MB_FIELD("data.names.time", data.names.time, "panel: dataset of the dates [T]"),
+      MB_FIELD("data.names.instruments", data.names.instruments,
+               "panel: dataset of the instrument names [N]"),
+      MB_FIELD("data.names.sector", data.names.sector, "panel: dataset of the sector ids [N]"),
+      MB_FIELD("data.panel.window", data.panel.window, "panel: dates in each instrument's window",
+               {"lookback_window"}),
+      MB_FIELD("data.panel.normalize", data.panel.normalize,
+               "panel: per-date normalisation of the features across instruments: none, zscore, "
+               "rank",
+               {"normalise", "normalization"}),
+      MB_FIELD("data.panel.normalize_target", data.panel.normalizeTarget,
+               "panel: per-date normalisation of the targets across instruments: none, zscore, "
+               "rank"),
       MB_FIELD("data.memory_fraction", data.memoryFraction,
                "share of device/host memory resident data may use"),
       MB_FIELD("data.host_mmap", data.hostMmap,
@@ -383,6 +403,25 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("model.path", model.path,
                "torchscript: the archive torch.jit.save wrote; its TorchScript code runs",
                {"archive", "file", "module_path", "script"}),
+      MB_FIELD("model.encoder", model.encoder,
+               "gat: temporal encoder per instrument (lstm|transformer)"),
+      MB_FIELD("model.graph.layers", model.graph.layers,
+               "gat: graph-attention layers; 0 = the temporal encoder alone", {"gat_layers"}),
+      MB_FIELD("model.graph.k", model.graph.k,
+               "gat: neighbours per instrument by return correlation; 0 = none",
+               {"knn", "neighbors", "neighbours"}),
+      MB_FIELD("model.graph.lookback", model.graph.lookback,
+               "gat: dates of returns the correlation is computed over"),
+      MB_FIELD("model.graph.feature", model.graph.feature,
+               "gat: column of the panel's values that holds the return"),
+      MB_FIELD("model.graph.min_periods", model.graph.minPeriods,
+               "gat: fewest shared dates for a correlation"),
+      MB_FIELD("model.graph.sector_edges", model.graph.sectorEdges,
+               "gat: also connect instruments of the same /sector"),
+      MB_FIELD("model.graph.rebuild", model.graph.rebuild,
+               "gat: once (build each date's graph once, cached) or per_epoch"),
+      MB_FIELD("model.graph.cache_mb", model.graph.cacheMb,
+               "gat: device memory for cached graphs (MiB)"),
       // train
       MB_FIELD("train.global_batch", train.globalBatch,
                "samples per optimizer step, over all ranks", {"batch_size", "batch"}),
@@ -413,6 +452,8 @@ std::vector<ConfigField> buildFields() {
                "CPU threads per rank; 0 = cores / ranks on the node", {"num_threads"}),
       MB_FIELD("train.memory_growth_warn_mb", train.memoryGrowthWarnMb,
                "warn when memory grows more per epoch"),
+      MB_FIELD("train.gpu_util_warn", train.gpuUtilWarn,
+               "CUDA: warn when GPU utilisation (NVML) stays below this percent; 0 = off"),
       MB_FIELD("train.early_stopping.metric", train.earlyStopping.metric,
                "metric watched, e.g. val_loss"),
       MB_FIELD("train.early_stopping.mode", train.earlyStopping.mode, "min or max"),

@@ -245,6 +245,7 @@ std::vector<Rule> buildRules() {
       minimum("train.max_bad_steps", MB_GET(train.maxBadSteps), 1),
       minimum("train.seed", MB_GET(train.seed), 0),
       minimum("train.threads", MB_GET(train.threads), 0),
+      halfOpenRange("train.gpu_util_warn", MB_GET(train.gpuUtilWarn), 0.0, 100.0 + 1e-9),
       minimum("train.early_stopping.patience", MB_GET(train.earlyStopping.patience), 0),
       minimum("train.early_stopping.min_delta", MB_GET(train.earlyStopping.minDelta), 0),
       earlyStoppingMetricKnown,

@@ -17,6 +17,10 @@ struct Batch {
   at::Tensor targets;
   // [B] int64: index of each sample in the file's sample numbering (predict alignment, lanes).
   at::Tensor sampleIndex;
+  // sampleIndex on the host, where the loader knows it without reading the device (the
+  // train and eval batches of ShardedData); empty otherwise. Lets a model key per-sample caches
+  // (kind: gat's graphs) without a device-to-host sync in the step.
+  std::vector<std::int64_t> hostSampleIndex;
   // [B] int64: global lane id of each row, for a stateful LSTM (model.stateful); undefined
   // otherwise. Rows of one lane in successive batches are consecutive in time.
   at::Tensor lanes;

@@ -84,7 +84,9 @@ class Layout {
 
   // Pass 3: the values a rank loaded for `plan` (`tensors` follow plan.reads). Throws
   // DataError naming the dataset and the first bad sample or row in the file's numbering.
-  void checkValues(const StorePlan& plan, const std::vector<at::Tensor>& tensors) const;
+  // The default checks each kInput read (checkInput) and the targets; a layout whose reads
+  // depend on each other (panel: values are checked where its mask says present) overrides it.
+  virtual void checkValues(const StorePlan& plan, const std::vector<at::Tensor>& tensors) const;
 
   // The store's tensors from those read for `plan` (same order; a layout may append more).
   // The kTargets slot must end up holding exactly the targets of plan.samples, in order.

@@ -6,6 +6,7 @@
 #include "common/Strings.h"
 #include "data/Layout.h"
 #include "data/layouts/GraphsLayout.h"
+#include "data/layouts/PanelLayout.h"
 #include "data/layouts/SamplesLayout.h"
 #include "data/layouts/SeriesLayout.h"
 #include "data/layouts/TokensLayout.h"
@@ -14,10 +15,8 @@ namespace mb::data {
 
 const std::vector<LayoutKind>& layoutKinds() {
   static const std::vector<LayoutKind> kinds{
-      samplesLayoutKind(),
-      seriesLayoutKind(),
-      tokensLayoutKind(),
-      graphsLayoutKind(),
+      samplesLayoutKind(), seriesLayoutKind(), tokensLayoutKind(),
+      graphsLayoutKind(),  panelLayoutKind(),
   };
   return kinds;
 }

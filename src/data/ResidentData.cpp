@@ -55,7 +55,19 @@ Batch LoadedData::evalBatch(Split split, std::int64_t begin, std::int64_t end,
     throw RuntimeError("ShardedData::evalBatch(" + std::string(toString(split)) + ", " +
                        std::to_string(begin) + ", " + std::to_string(end) + "): this rank holds " +
                        std::to_string(store.samples().size()) + " samples of that split");
-  return toDevice(store.slice(begin, end, inputType));
+  Batch batch = toDevice(store.slice(begin, end, inputType));
+  for (std::int64_t i = begin; i < end; ++i)
+    batch.hostSampleIndex.push_back(store.samples().begin + i);
+  return batch;
+}
+
+std::vector<std::int64_t> LoadedData::shareSamples(std::int64_t position,
+                                                   std::int64_t count) const {
+  const std::int64_t first = info_.split(Split::kTrain).begin;  // items count from the split
+  std::vector<std::int64_t> samples(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i)
+    samples[i] = first + share_.items[position + i];
+  return samples;
 }
 
 void LoadedData::computeShare(std::int64_t epoch) {
@@ -111,6 +123,7 @@ Batch ResidentData::trainBatch(std::int64_t batch, std::int64_t begin, std::int6
   std::int64_t position = sharePosition(batch, begin, end);
   Batch result = toDevice(train_.gather(shareLocal_.narrow(0, position, end - begin), inputType));
   if (shareLanes_.defined()) result.lanes = shareLanes_.narrow(0, position, end - begin);
+  result.hostSampleIndex = shareSamples(position, end - begin);
   return result;
 }
 
@@ -141,8 +154,10 @@ void StreamingData::beginEpoch(std::int64_t epoch) {
 
 Batch StreamingData::trainBatch(std::int64_t batch, std::int64_t begin, std::int64_t end,
                                 at::ScalarType inputType) {
-  sharePosition(batch, begin, end);
-  return toDevice(streamer_->gather(batch, begin, end, inputType));
+  const std::int64_t position = sharePosition(batch, begin, end);
+  Batch result = toDevice(streamer_->gather(batch, begin, end, inputType));
+  result.hostSampleIndex = shareSamples(position, end - begin);
+  return result;
 }
 
 std::int64_t StreamingData::residentBytes() const {

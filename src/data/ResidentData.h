@@ -37,6 +37,8 @@ class LoadedData : public ShardedData {
   // Moves a batch gathered on the store's device to the training device (host residency on
   // CUDA: through pinned memory, asynchronously).
   Batch toDevice(Batch batch) const;
+  // The file's sample indices of share positions [position, position + count).
+  std::vector<std::int64_t> shareSamples(std::int64_t position, std::int64_t count) const;
   std::int64_t evalBytes() const { return val_.bytes() + test_.bytes(); }
 
   DataInfo info_;

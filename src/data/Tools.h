@@ -59,6 +59,54 @@ struct SynthSeriesReport {
 std::vector<std::pair<std::string, std::int64_t>> parseStreams(const std::string& text);
 SynthSeriesReport writeSynthSeries(const SynthSeriesOptions& options);
 
+// --- synth-panel ------------------------------------------------------------------------
+
+// Note [Synthetic panel]
+// T dates x N instruments in S sectors (instrument i is in sector i mod S). Each date t:
+//   market    m_t ~ N(0, 1)                                  i.i.d.
+//   sector    s_k,t ~ N(0, sector_vol^2)                     i.i.d. per sector
+//   signal    z_i,t: AR(1), coefficient 0.95, unit variance  per instrument
+//   peers     p_k,t = sum of z_j,t over sector k / sqrt(n_k)  (unit variance)
+//   return    r_i,t+1 = beta_i m_t+1 + gamma_i s_k,t+1 + own z_i,t + peer p_k(i),t + e_i,t+1,
+//             e ~ N(0, 1), beta_i ~ U(0.5, 1.5), gamma_i ~ U(0.5, 1.5)
+// Features of (t, i): [0] the return r_i,t, [1] z_i,t + N(0, 0.5^2) (the instrument's noisy
+// signal), [2..F) N(0, 1) noise. The target is r_i,t+1. The expected return mixes the
+// instrument's own signal with its sector's: a model that sees one instrument at a time can
+// use the first term only; the sector's members are visible through the returns they share
+// (gamma s), so a graph by return correlation finds them and can average their signals.
+// Missing data: a tenth of the instruments list late (absent before a date in the first half of
+// the panel), and every instrument is absent on 2% of the dates; absent entries hold NaN and
+// mask 0. The last date's target (a return after the panel) is unknown: its mask is 0.
+// The report gives the daily IC (Pearson and rank, mean over the val dates [0.8T, 0.9T)) of
+// the oracle (own z_i,t + p_k,t, the expected return), of the own-signal oracle (own z_i,t
+// alone: the best a per-instrument model can do with the exact signal), and of the
+// cross-sectional mean (a constant per date: 0).
+struct SynthPanelOptions {
+  std::string out;
+  std::int64_t dates = 1500;
+  std::int64_t instruments = 200;
+  std::int64_t features = 8;
+  std::int64_t sectors = 10;
+  std::int64_t targets = 1;       // K > 1: target k is the return k+1 dates ahead
+  double own = 0.15;              // weight of the instrument's own signal
+  double peer = 0.35;             // weight of its sector's signal
+  double sectorVol = 0.7;         // std of the sector returns
+  double missing = 0.02;          // share of absent instrument-dates
+  std::string dtype = "float32";  // of /values: float16 | float32 | float64
+  std::uint64_t seed = 1;
+  WriteSettings write;
+};
+
+struct SynthPanelReport {
+  std::int64_t valBegin = 0, valEnd = 0;
+  double oracleIc = 0, oracleRankIc = 0;
+  double ownIc = 0, ownRankIc = 0;
+  double presentShare = 0;  // of instrument-dates
+  std::string summary() const;
+};
+
+SynthPanelReport writeSynthPanel(const SynthPanelOptions& options);
+
 // --- arith ----------------------------------------------------------------------------------
 
 // Arithmetic problems as ASCII byte tokens, one "a<op>b=c\n" per problem, operands of up to

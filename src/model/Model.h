@@ -60,6 +60,13 @@ class Model : public torch::nn::Module {
   // No-op for most models.
   virtual void setLaneCount(std::int64_t lanes) {}
 
+  // A train epoch starts (after the data's beginEpoch): a model that caches per-epoch state
+  // (kind: gat's graphs with model.graph.rebuild = per_epoch) resets it. No-op for most models.
+  virtual void startEpoch(std::int64_t /*epoch*/) {}
+  // Counters worth logging, e.g. the graphs a model built and cached: metrics.jsonl records
+  // them at log steps and the trainer logs them at epoch ends. Empty for most models.
+  virtual std::vector<std::pair<std::string, double>> statistics() const { return {}; }
+
   // state_dict names that alias another entry, as {alias, source}: tied weights such as gpt's
   // lm_head.weight = transformer.wte.weight. The alias is not registered as a parameter (so
   // parameters() lists each tensor once for the optimizer and the gradient reducer), but

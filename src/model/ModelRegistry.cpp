@@ -4,6 +4,7 @@
 #include "common/Error.h"
 #include "common/Registry.h"
 #include "common/Strings.h"
+#include "model/Gat.h"
 #include "model/Gnn.h"
 #include "model/Gpt.h"
 #include "model/Lstm.h"
@@ -14,7 +15,8 @@ namespace mb::model {
 
 const std::vector<ModelKind>& modelKinds() {
   static const std::vector<ModelKind> kinds{
-      lstmModelKind(), gptModelKind(), mlpModelKind(), gnnModelKind(), torchScriptModelKind(),
+      lstmModelKind(), gptModelKind(), mlpModelKind(),
+      gnnModelKind(),  gatModelKind(), torchScriptModelKind(),
   };
   return kinds;
 }

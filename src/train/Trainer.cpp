@@ -30,10 +30,12 @@
 #include "model/StateDict.h"
 #include "train/CheckpointModel.h"
 #include "train/Evaluation.h"
+#include "train/GpuUtilisation.h"
 #include "train/Metrics.h"
 #include "train/Optimizer.h"
 #include "train/Precision.h"
 #include "train/Signals.h"
+#include "train/StepPhases.h"
 
 namespace mb::train {
 namespace fs = std::filesystem;
@@ -56,8 +58,6 @@ struct Trainer::Window {
   Clock::time_point start = Clock::now();
   std::int64_t steps = 0;
   std::int64_t samples = 0;
-  double dataSeconds = 0;
-  double commSeconds = 0;
   at::Tensor lossSum;  // sum over steps of this rank's normalised loss contribution
 };
 
@@ -106,6 +106,10 @@ void Trainer::setUpDevice() {
   dataComm_ = runtime_.makeDataCommunicator(config_.dist.backend, useCuda ? "cuda" : "cpu",
                                             useCuda ? device_.index() : -1);
   at::manual_seed(static_cast<std::uint64_t>(config_.train.seed) * 1000003ULL + runtime_.rank());
+  phases_ = PhaseClock::create(device_);
+  std::string why;
+  if (isRoot()) gpuUtilisation_ = GpuUtilisation::open(device_, why);
+  if (!why.empty()) logger().warn("GPU utilisation is not reported: {}", why);
 }
 
 void Trainer::prepareRunDirectory() {
@@ -321,6 +325,7 @@ RunOutcome Trainer::run() {
   while (state_.step < totalSteps_) {
     if (!epochStarted) {
       data_->beginEpoch(state_.epoch);
+      model_->startEpoch(state_.epoch);
       epochStarted = true;
       epochMemoryStart_ = processMemoryBytes();
     }
@@ -346,6 +351,7 @@ RunOutcome Trainer::run() {
                       learningRate(config_.optim, state_.step - 1, totalSteps_));
     if (epochEnded) {
       checkMemoryGrowth();
+      logModelStatistics();
       ++state_.epoch;
       state_.batchInEpoch = 0;
       epochStarted = false;
@@ -395,14 +401,14 @@ Trainer::StepResult Trainer::trainStep() {
   result.samples = global;
   model_->train();
   at::Tensor lossSum = at::zeros({}, at::TensorOptions().device(device_).dtype(at::kFloat));
+  phases_->start();
   if (microSteps == 0) reducer_->prepareForBackward(true);  // contribute zero gradients
   for (std::int64_t m = 0; m < microSteps; ++m) {
     const std::int64_t begin = m * microBatch_;
     const std::int64_t end = std::min(local, begin + microBatch_);
     reducer_->prepareForBackward(m == microSteps - 1);
-    auto dataStart = Clock::now();
     data::Batch micro = data_->trainBatch(batch, begin, end, at::kFloat);
-    result.dataSeconds += secondsSince(dataStart);
+    phases_->mark(Phase::kData);
     at::Tensor part;
     {
       AutocastScope autocast(device_.type(), config_.train.precision);
@@ -412,10 +418,10 @@ Trainer::StepResult Trainer::trainStep() {
     if (injectNanNow()) part = part * std::numeric_limits<float>::quiet_NaN();
     (part / normalizer).backward();
     lossSum += part.detach();
+    phases_->mark(Phase::kForwardBackward);
   }
-  auto commStart = Clock::now();
   reducer_->finishGradients();
-  result.commSeconds = secondsSince(commStart);
+  phases_->mark(Phase::kCommunication);
 
   // Gradients are identical on every rank now, so every rank takes the same decision.
   std::vector<at::Tensor> grads;
@@ -445,6 +451,7 @@ Trainer::StepResult Trainer::trainStep() {
     optimizer_->step(currentLr(), at::isfinite(norm).to(at::kDouble));
   }
   optimizer_->zeroGrad();
+  phases_->mark(Phase::kOptimizer);
   result.loss = lossSum / normalizer;
   return result;
 }
@@ -458,8 +465,6 @@ namespace mb::train {
 void Trainer::logStep(const StepResult& step, Window& window, bool force) {
   window.steps += 1;
   window.samples += step.samples;
-  window.dataSeconds += step.dataSeconds;
-  window.commSeconds += step.commSeconds;
   window.lossSum = window.lossSum.defined() ? window.lossSum + step.loss : step.loss.clone();
   if (!force && state_.step % config_.run.logEvery != 0) return;
   settleStepChecks();
@@ -471,8 +476,17 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
   const double elapsed = std::max(secondsSince(window.start), 1e-9);
   const double samplesPerSecond = static_cast<double>(window.samples) / elapsed;
   const double stepSeconds = elapsed / static_cast<double>(window.steps);
-  const double dataShare = window.dataSeconds / elapsed;
-  const double commShare = window.commSeconds / elapsed;
+  const PhaseSeconds phases = phases_->collect();  // Note [Step phases]
+  const double steps = static_cast<double>(window.steps);
+  const double dataShare = phases.data / elapsed;
+  const double commShare = phases.communication / elapsed;
+  const std::string split = fmt::format("data {:.0f}% fwd-bwd {:.0f}% comm {:.0f}% opt {:.0f}%",
+                                        100 * dataShare, 100 * phases.forwardBackward / elapsed,
+                                        100 * commShare, 100 * phases.optimizer / elapsed);
+  // Note [GPU utilisation]: rank 0 on CUDA; negative when there is none to report.
+  std::optional<double> sampled = gpuUtilisation_ ? gpuUtilisation_->sinceLastCall() : std::nullopt;
+  const double utilisation = sampled.value_or(-1.0);
+  const std::string utilisationPart = utilisation >= 0 ? utilisationText(utilisation, split) : "";
   const double memoryMb = static_cast<double>(processMemoryBytes()) / (1 << 20);
   const double remaining = static_cast<double>(totalSteps_ - state_.step) * stepSeconds;
   const bool tokens = data_->info().countsTokens;
@@ -488,8 +502,14 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
         .add("lr", learningRate(config_.optim, state_.step - 1, totalSteps_));
     record.add("samples_per_s", samplesPerSecond);
     if (tokens) record.add("tokens_per_s", tokensPerSecond);
-    record.add("step_time_s", stepSeconds).add("data_time_s", window.dataSeconds / window.steps);
-    record.add("comm_time_s", window.commSeconds / window.steps).add("mem_mb", memoryMb);
+    record.add("step_time_s", stepSeconds).add("data_time_s", phases.data / steps);
+    record.add("fwd_bwd_time_s", phases.forwardBackward / steps)
+        .add("comm_time_s", phases.communication / steps)
+        .add("optimizer_time_s", phases.optimizer / steps);
+    record.add("mem_mb", memoryMb);
+    if (utilisation >= 0) record.add("gpu_util", utilisation);
+    for (const auto& [name, value] : model_->statistics())
+      record.add(name, value);
     record.add("grad_norm", lastGradNorm_).add("skipped_steps", skippedInWindow_);
     record.add("time", static_cast<double>(std::time(nullptr)));
     metrics_->write(record);
@@ -498,12 +518,12 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
   const double percent =
       100.0 * static_cast<double>(state_.step) / static_cast<double>(totalSteps_);
   logger().info(
-      "step {}/{} ({:.0f}%) | loss {:.5g} | lr {:.3g} | {:.0f} samples/s{} | step {:.1f} ms | eta "
-      "{} | mem {}",
+      "step {}/{} ({:.0f}%) | loss {:.5g} | lr {:.3g} | {:.0f} samples/s{} | step {:.1f} ms ({}){} "
+      "| eta {} | mem {}",
       state_.step, totalSteps_, percent, meanLoss,
       learningRate(config_.optim, state_.step - 1, totalSteps_), samplesPerSecond,
       tokens ? fmt::format(" | {:.0f} tokens/s", tokensPerSecond) : std::string(),
-      1000.0 * stepSeconds, str::humanDuration(remaining),
+      1000.0 * stepSeconds, split, utilisationPart, str::humanDuration(remaining),
       str::humanBytes(static_cast<double>(processMemoryBytes())));
   // Rank 0 speaks for the job, on the first slow window and then every 20th, so SLURM logs stay
   // readable.
@@ -523,6 +543,28 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
   }
   window = Window();
   skippedInWindow_ = 0;
+}
+
+// Rank 0 on CUDA: " | gpu 64%", and a warning when the utilisation stays under
+// train.gpu_util_warn (StarvationWatch: two judged log windows in a row, the first window not
+// judged, then every 20th).
+std::string Trainer::utilisationText(double utilisation, const std::string& split) {
+  if (starvation_.observe(utilisation))
+    logger().warn(
+        "GPU utilisation is {:.0f}%, under train.gpu_util_warn = {:g}% for {} log windows: the GPU "
+        "waits for the host (step time: {}). Try a larger train.global_batch, "
+        "data.residency=device, fewer ranks per GPU, or train.precision=bf16",
+        utilisation, config_.train.gpuUtilWarn, starvation_.lowWindows(), split);
+  return fmt::format(" | gpu {:.0f}%", utilisation);
+}
+
+void Trainer::logModelStatistics() const {
+  std::vector<std::pair<std::string, double>> statistics = model_->statistics();
+  if (statistics.empty()) return;
+  std::string text;
+  for (const auto& [name, value] : statistics)
+    text += fmt::format("{}{} {:g}", text.empty() ? "" : ", ", name, value);
+  logger().info("epoch {} model: {}", state_.epoch, text);
 }
 
 // Note [Step checks]

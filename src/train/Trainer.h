@@ -15,6 +15,7 @@
 #include "config/Config.h"
 #include "data/DataInfo.h"
 #include "train/Checkpoint.h"
+#include "train/GpuUtilisation.h"
 #include "train/Progress.h"
 
 namespace mb::data {
@@ -33,6 +34,7 @@ namespace mb::train {
 
 class MetricsWriter;
 class Optimizer;
+class PhaseClock;
 
 // How a run ended (the process exit code follows from it).
 enum class RunOutcome { kFinished, kEarlyStopped, kPreempted, kTooManyBadSteps };
@@ -49,8 +51,6 @@ class Trainer {
     // 0-d double: the global gradient norm before clipping; the update was skipped iff it is
     // not finite. On the device with host_sync = log (Note [Step checks]), else on the host.
     at::Tensor gradNorm;
-    double dataSeconds = 0;
-    double commSeconds = 0;
     std::int64_t samples = 0;
     at::Tensor loss;  // this rank's share of the step's global mean loss (device, 0-d)
   };
@@ -82,6 +82,9 @@ class Trainer {
   bool stopRequested();
   bool injectNanNow() const;
   void logStep(const StepResult& step, Window& window, bool force);
+  // The log line's GPU utilisation part (Note [GPU utilisation]), and its warning; "" on CPU.
+  std::string utilisationText(double utilisation, const std::string& split);
+  void logModelStatistics() const;
   bool hostSyncEveryStep() const;
   // Reads the pending steps' norms (one transfer), warns about skipped ones and updates the run
   // of consecutive bad steps; a no-op when nothing is pending.
@@ -102,8 +105,11 @@ class Trainer {
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<dist::GradientReducer> reducer_;
   std::unique_ptr<CheckpointDirectory> checkpoints_;
-  std::unique_ptr<MetricsWriter> metrics_;  // rank 0 only
-  std::unique_ptr<ProgressBar> progress_;   // rank 0 on a terminal
+  std::unique_ptr<MetricsWriter> metrics_;                 // rank 0 only
+  std::unique_ptr<ProgressBar> progress_;                  // rank 0 on a terminal
+  std::unique_ptr<PhaseClock> phases_;                     // Note [Step phases]
+  std::unique_ptr<GpuUtilisation> gpuUtilisation_;         // rank 0 on CUDA, when NVML loads
+  StarvationWatch starvation_{config_.train.gpuUtilWarn};  // after config_: reads it
   TrainerState state_;
   std::int64_t totalSteps_ = 0;
   std::int64_t microBatch_ = 0;

@@ -11,3 +11,4 @@ mb_add_python_test(data_graphs_convert data/test_graphs.py ARGS ConverterTest Do
 foreach(case offsets edges nodes_and_labels)
   mb_add_python_test(data_graphs_files_${case} data/test_graphs.py ARGS MalformedFilesTest.test_${case})
 endforeach()
+mb_add_python_test(data_panel data/test_panel.py)  # issue 17: the panel layout

@@ -27,6 +27,14 @@ SERIES = """data:
   canonical_shards: 4
 train: {{global_batch: 16}}
 """
+PANEL = """data:
+  path: {path}
+  layout: panel
+  canonical_shards: 4
+  panel: {{window: 10}}
+model: {{kind: gat, graph: {{k: 3, lookback: 20, min_periods: 5}}}}
+train: {{global_batch: 8}}
+"""
 TOKENS = """data: {{path: {path}, layout: tokens, context: 8, canonical_shards: 4}}
 model: {{kind: gpt}}
 """
@@ -48,6 +56,17 @@ def series_file(path, rows=3000, m1_ends=None, h1_ends=None, m1_values=None):
         f["samples/end/m1"] = m1_ends if m1_ends is not None else t
         f["samples/end/h1"] = h1_ends if h1_ends is not None else (t + 1) // 60 - 1
         f["targets"] = np.zeros(len(t), "f4")
+
+
+def panel_file(path, dates=400, instruments=6, values=None, mask=None, target=None):
+    """A panel of `dates` x `instruments` x 3 with names A, B, ...; mask=False writes none."""
+    rng = np.random.default_rng(0)
+    with h5py.File(path, "w") as f:
+        f["values"] = values if values is not None else rng.standard_normal((dates, instruments, 3)).astype("f4")
+        if mask is not False:
+            f["mask"] = mask if mask is not None else np.ones((dates, instruments), bool)
+        f["target"] = target if target is not None else np.zeros((dates, instruments), "f4")
+        f["instruments"] = np.array([chr(65 + i).encode() for i in range(instruments)])
 
 
 class DataErrorsTest(mbtest.TempDirTestCase):
@@ -194,6 +213,70 @@ class DataErrorsTest(mbtest.TempDirTestCase):
             f.seek(chunk.byte_offset + 4)
             f.write(b"\xff" * 32)
         self.assertAllRanks(self.run_check(SAMPLES, path), 3, "rank 1: ", "dataset /features: read of rows [8000, 16000) failed")
+
+    # --- panel layout -------------------------------------------------------------------
+
+    def test_panel_wrong_ranks_and_mask_shape(self):
+        path = self.path("p.h5")
+        panel_file(path, values=np.zeros((400, 6), "f4"))
+        self.assertAllRanks(self.run_check(PANEL, path), 3,
+                            "dataset /values: expected shape [T, N, F] (dates x instruments x features), "
+                            "found 2 dimension(s) [400, 6]", "a single feature as [T, N, 1]: values[..., None]")
+        panel_file(path, target=np.zeros(400, "f4"))
+        self.assertAllRanks(self.run_check(PANEL, path), 3,
+                            "dataset /target: expected shape [T, N] or [T, N, K], found 1 dimension(s) [400]",
+                            "write one target per date and instrument")
+        panel_file(path, mask=np.ones(400, bool))
+        self.assertAllRanks(self.run_check(PANEL, path), 3,
+                            "dataset /mask: expected shape [T, N] (instrument present on the date), found 1 "
+                            "dimension(s) [400]", "write the mask as a [T, N] array")
+        panel_file(path, target=np.zeros((400, 7), "f4"))
+        self.assertAllRanks(self.run_check(PANEL, path), 3,
+                            "dataset /target: expected [T, N] = [400, 6] leading dimensions (as /values "
+                            "[400, 6, 3]), found [400, 7]", "write one target per date and instrument of /values")
+        panel_file(path, mask=np.ones((400, 5), bool))
+        self.assertAllRanks(self.run_check(PANEL, path), 3,
+                            "dataset /mask: expected [T, N] = [400, 6] leading dimensions (as /values "
+                            "[400, 6, 3]), found [400, 5]", "write one mask entry per date and instrument")
+        panel_file(path, mask=np.ones((400, 6), "f4"))
+        self.assertAllRanks(self.run_check(PANEL, path), 3,
+                            "dataset /mask: expected bool or integer entries (nonzero = present), found float32",
+                            "write the mask as bool or uint8")
+
+    def test_panel_non_finite_where_the_mask_says_present(self):
+        path = self.path("p.h5")
+        values = np.random.default_rng(1).standard_normal((400, 6, 3)).astype("f4")
+        values[150, 2, 1] = np.nan
+        panel_file(path, values=values)
+        self.assertAllRanks(self.run_check(PANEL, path), 3,
+                            "dataset /values: non-finite value (nan) at date 150, instrument 2 ('C'), where "
+                            "/mask says the instrument is present", "set /mask to 0 where the instrument has no data")
+        mask = np.ones((400, 6), bool)
+        mask[150, 2] = False  # absent: its NaN is allowed
+        panel_file(path, values=values, mask=mask)
+        self.assertExit(self.run_check(PANEL, path), 0)
+        target = np.zeros((400, 6), "f4")
+        target[120, 4] = np.inf
+        panel_file(path, target=target)
+        self.assertAllRanks(self.run_check(PANEL, path), 3,
+                            "dataset /target: non-finite value (inf) at date 120, instrument 4 ('E')",
+                            "set the mask to 0 where the target is unknown")
+        panel_file(path, values=values, mask=False)
+        self.assertAllRanks(self.run_check(PANEL, path), 3, "(the file has no /mask)", "add a /mask [T, N]")
+
+    def test_panel_shorter_than_the_window_and_missing_sector(self):
+        path = self.path("p.h5")
+        panel_file(path, dates=15)
+        self.assertAllRanks(self.run_check(PANEL, path), 3,
+                            "dataset /values has T = 15 dates, but a sample needs 20 dates of history "
+                            "(data.panel.window = 10, model.graph.lookback = 20)",
+                            "use a longer panel, or lower data.panel.window")
+        panel_file(path)
+        self.assertAllRanks(self.run_check(PANEL, path, "model.graph.sector_edges=true"), 3,
+                            "model.graph.sector_edges = true, but the file has no dataset /sector",
+                            "write /sector [N] integer sector ids")
+        self.assertAllRanks(self.run_check(PANEL, path, "model.graph.feature=3"), 2,
+                            "model.graph.feature = 3 is not a column of")
 
     # --- config vs data -------------------------------------------------------------------
 

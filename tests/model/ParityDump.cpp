@@ -6,8 +6,14 @@
 // computes on test::device() (MEGABATCH_TEST_DEVICE), so under cuda the CPU PyTorch reference
 // checks the CUDA model.
 //
-//   megabatch_model_parity OUT_DIR     -> OUT_DIR/<case>.h5, one per case
+// For kind: gat it also writes the batch graph the model attends over (/edges, from
+// model::buildPanelGraphs), and for the graph builder alone, OUT_DIR/graphs/<case>.h5 with its
+// inputs and the edges of every date, which test_parity.py compares with a numpy reference.
+//
+//   megabatch_model_parity OUT_DIR     -> OUT_DIR/<case>.h5, one per case; OUT_DIR/graphs/*.h5
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -20,6 +26,7 @@
 #include "data/Batch.h"
 #include "data/DataInfo.h"
 #include "model/Model.h"
+#include "model/PanelGraph.h"
 #include "model/StateDict.h"
 #include "tests/support/Device.h"
 
@@ -35,6 +42,71 @@ struct Case {
   mb::ModelConfig config;
   DataInfo info;
 };
+
+// A panel batch's description: values [B, N, W, F], mask, returns [B, N, L] (L > 0), sector.
+DataInfo panelInfo(std::int64_t window, std::int64_t features, std::int64_t lookback, bool sector,
+                   std::vector<std::int64_t> targetShape) {
+  DataInfo info;
+  info.layout = "panel";
+  info.path = "parity";
+  info.inputs = {{"values", window, features}, {"mask", 0, 0}};
+  if (lookback > 0) info.inputs.push_back({"returns", lookback, 1});
+  if (sector) info.inputs.push_back({"sector", 0, 0});
+  info.targetShape = std::move(targetShape);
+  return info;
+}
+
+constexpr std::int64_t kPanelInstruments = 12;
+
+// A panel batch of `rows` dates: some instruments absent, gaps in the returns' lookback.
+Batch makePanelBatch(const Case& c, std::int64_t rows) {
+  const std::int64_t n = kPanelInstruments;
+  Batch batch;
+  at::Tensor present = at::rand({rows, n}) < 0.8;
+  present.narrow(1, 0, 2).fill_(true);  // at least two instruments a date
+  for (const auto& input : c.info.inputs) {
+    if (input.name == "values") {
+      batch.inputs.push_back(at::randn({rows, n, input.window, input.features}) *
+                             present.view({rows, n, 1, 1}));
+    } else if (input.name == "mask") {
+      batch.inputs.push_back(present);
+    } else if (input.name == "returns") {
+      at::Tensor returns = at::randn({rows, n, input.window});
+      returns.masked_fill_(at::rand({rows, n, input.window}) < 0.1, NAN);
+      returns.masked_fill_(present.logical_not().unsqueeze(2), NAN);
+      batch.inputs.push_back(returns);
+    } else {
+      batch.inputs.push_back(at::randint(-1, 3, {rows, n}, at::kLong));
+    }
+  }
+  std::vector<std::int64_t> shape{rows, n};
+  shape.insert(shape.end(), c.info.targetShape.begin(), c.info.targetShape.end());
+  at::Tensor weight = present.to(at::kFloat);
+  if (!c.info.targetShape.empty()) weight = weight.unsqueeze(2);
+  batch.targets = at::randn(shape) * weight;
+  batch.sampleIndex = at::arange(rows, at::kLong);
+  for (std::int64_t i = 0; i < rows; ++i)
+    batch.hostSampleIndex.push_back(i);
+  return batch;
+}
+
+// The batch graph of a gat case, built from the batch as the model builds it: date b's
+// edges shifted by b*N. Empty for a model without graph layers.
+at::Tensor panelEdges(const Case& c, const Batch& batch) {
+  if (c.config.graph.layers == 0) return {};
+  auto find = [&](const char* name) {
+    for (std::size_t i = 0; i < c.info.inputs.size(); ++i) {
+      if (c.info.inputs[i].name == name) return batch.inputs[i];
+    }
+    return at::Tensor();
+  };
+  std::vector<at::Tensor> graphs = mb::model::buildPanelGraphs(
+      find("returns"), find("mask").to(at::kBool), find("sector"), c.config.graph);
+  const std::int64_t n = find("mask").size(1);
+  for (std::size_t b = 0; b < graphs.size(); ++b)
+    graphs[b] = graphs[b] + static_cast<std::int64_t>(b) * n;
+  return at::cat(graphs, 1);
+}
 
 DataInfo seriesInfo(const std::vector<InputSpec>& inputs, std::vector<std::int64_t> targetShape,
                     std::int64_t classes) {
@@ -148,6 +220,34 @@ std::vector<Case> cases() {
   gptNoBias.layers = 1;
   gptNoBias.heads = 2;
   all.push_back({"gpt_nobias", gptNoBias, tokens});
+
+  mb::ModelConfig gat;
+  gat.kind = "gat";
+  gat.hidden = 8;
+  gat.layers = 1;
+  gat.heads = 2;
+  gat.headHidden = 6;
+  gat.graph.layers = 2;
+  gat.graph.k = 3;
+  gat.graph.lookback = 10;
+  gat.graph.minPeriods = 5;
+  all.push_back({"gat_lstm_regression", gat, panelInfo(6, 4, 10, false, {})});
+  mb::ModelConfig transformer = gat;
+  transformer.encoder = mb::EncoderKind::kTransformer;
+  transformer.layers = 2;
+  transformer.graph.layers = 1;
+  transformer.graph.sectorEdges = true;
+  transformer.loss = mb::LossKind::kHuber;
+  transformer.huberDelta = 0.5;
+  all.push_back({"gat_transformer_sector_k2", transformer, panelInfo(5, 3, 10, true, {2})});
+  mb::ModelConfig sign = gat;
+  sign.task = mb::Task::kClassification;
+  sign.heads = 4;
+  sign.graph.layers = 1;
+  all.push_back({"gat_sign_classification", sign, panelInfo(4, 3, 8, false, {})});
+  mb::ModelConfig alone = gat;
+  alone.graph.layers = 0;
+  all.push_back({"gat_without_graph", alone, panelInfo(4, 3, 0, false, {})});
   addGraphCases(all);
   return all;
 }
@@ -228,8 +328,75 @@ const char* poolingText(mb::GraphPooling pooling) {
   }
 }
 
+// --- the graph builder alone ---------------------------------------------------------------
+
+struct GraphCase {
+  std::string name;
+  std::int64_t dates, nodes, lookback;
+  mb::GraphConfig config;
+  bool sector;
+};
+
+// Returns with gaps, a constant series, an instrument with too few dates, absent instruments.
+void writeGraphCase(const std::string& dir, const GraphCase& c) {
+  at::Tensor returns = at::randn({c.dates, c.nodes, c.lookback}, at::kDouble).to(at::kFloat);
+  at::Tensor gaps = at::rand({c.dates, c.nodes, c.lookback}) < 0.15;
+  returns.masked_fill_(gaps, NAN);
+  returns[0][1].fill_(0.25);  // constant: no correlation
+  const std::int64_t hidden = std::max<std::int64_t>(0, c.lookback - c.config.minPeriods + 1);
+  returns[0][2].narrow(0, 0, hidden).fill_(NAN);  // too few dates left for a correlation
+  at::Tensor present = at::rand({c.dates, c.nodes}) < 0.85;
+  present[0][0] = true;
+  at::Tensor sector = c.sector ? at::randint(-1, 4, {c.dates, c.nodes}, at::kLong) : at::Tensor();
+  std::vector<at::Tensor> graphs = mb::model::buildPanelGraphs(
+      returns.to(mb::test::device()), present.to(mb::test::device()),
+      sector.defined() ? sector.to(mb::test::device()) : sector, c.config);
+
+  std::string path = dir + "/" + c.name + ".h5";
+  mb::h5::Handle file = mb::h5::createFile(path, true, ExitCode::kFailure);
+  mb::h5::WriteOptions plain;
+  mb::h5::writeTensor(file.get(), "returns", returns, plain, ExitCode::kFailure);
+  mb::h5::writeTensor(file.get(), "present", present, plain, ExitCode::kFailure);
+  if (sector.defined())
+    mb::h5::writeTensor(file.get(), "sector", sector, plain, ExitCode::kFailure);
+  mb::h5::writeAttribute(file.get(), "k", c.config.k, ExitCode::kFailure);
+  mb::h5::writeAttribute(file.get(), "min_periods", c.config.minPeriods, ExitCode::kFailure);
+  mb::h5::Handle edges = mb::h5::createGroup(file.get(), "edges", ExitCode::kFailure);
+  for (std::size_t d = 0; d < graphs.size(); ++d)
+    mb::h5::writeTensor(edges.get(), std::to_string(d), graphs[d].cpu(), plain, ExitCode::kFailure);
+  edges.reset();
+  file.close(ExitCode::kFailure, path);
+  std::printf("%s: %zu dates\n", path.c_str(), graphs.size());
+}
+
+std::vector<GraphCase> graphCases() {
+  mb::GraphConfig knn;
+  knn.k = 5;
+  knn.minPeriods = 10;
+  mb::GraphConfig sector = knn;
+  sector.k = 3;
+  sector.sectorEdges = true;
+  mb::GraphConfig wide = knn;
+  wide.k = 50;  // more than the candidates: every valid neighbour
+  wide.minPeriods = 4;
+  mb::GraphConfig none = knn;
+  none.k = 0;  // self-loops (and sectors) only
+  return {{"knn_k5", 5, 30, 40, knn, false},
+          {"knn_k3_sector", 3, 25, 30, sector, true},
+          {"knn_all_candidates", 2, 20, 12, wide, false},
+          {"sector_only", 2, 16, 8, none, true}};
+}
+
 Batch makeBatch(const Case& c, std::int64_t rows) {
   if (c.config.kind == "gnn") return makeGraphBatch(c);
+  if (c.info.layout == "panel") {
+    Batch batch = makePanelBatch(c, rows);
+    for (auto& input : batch.inputs)
+      input = input.to(mb::test::device());
+    batch.targets = batch.targets.to(mb::test::device());
+    batch.sampleIndex = batch.sampleIndex.to(mb::test::device());
+    return batch;
+  }
   Batch batch;
   for (const auto& input : c.info.inputs) {
     if (c.config.kind == "gpt") {
@@ -306,6 +473,13 @@ void writeCase(const std::string& dir, const Case& c) {
   for (const auto& input : c.info.inputs)
     streams += (streams.empty() ? "" : ",") + input.name;
   mb::h5::writeAttribute(root, "streams", streams, ExitCode::kFailure);
+  mb::h5::writeAttribute(
+      root, "encoder",
+      std::string(m.encoder == mb::EncoderKind::kTransformer ? "transformer" : "lstm"),
+      ExitCode::kFailure);
+  mb::h5::writeAttribute(root, "gat_layers", m.graph.layers, ExitCode::kFailure);
+  mb::h5::writeAttribute(root, "graph_k", m.graph.k, ExitCode::kFailure);
+  mb::h5::writeAttribute(root, "graph_min_periods", m.graph.minPeriods, ExitCode::kFailure);
 
   mb::h5::Handle group = mb::h5::createGroup(root, "model", ExitCode::kFailure);
   mb::model::writeStateDict(*model, group.get());
@@ -330,6 +504,10 @@ void writeCase(const std::string& dir, const Case& c) {
     }
   }
   put(root, "targets", batch.targets);
+  if (c.info.layout == "panel") {
+    at::Tensor edges = panelEdges(c, batch);
+    if (edges.defined()) put(root, "edges", edges);
+  }
   put(root, "output", output);
   put(root, "loss", loss);
   mb::h5::Handle metrics = mb::h5::createGroup(root, "metrics", ExitCode::kFailure);
@@ -358,6 +536,10 @@ int main(int argc, char** argv) {
     at::manual_seed(7);
     for (const auto& c : cases())
       writeCase(argv[1], c);
+    std::string graphs = std::string(argv[1]) + "/graphs";
+    std::filesystem::create_directories(graphs);
+    for (const auto& c : graphCases())
+      writeGraphCase(graphs, c);
   } catch (const std::exception& e) {  // mb::Error, or no usable test device
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

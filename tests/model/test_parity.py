@@ -1,5 +1,10 @@
 """PyTorch parity of the model zoo: the state_dict-name contract.
 
+kind: gat is checked the same way, on the batch graph the C++ side built (/edges), with a
+reference that computes graph attention densely (a masked softmax over an adjacency matrix)
+rather than over an edge list as the C++ model does. Its graph builder is checked on its own,
+edge for edge, against a numpy reference (GraphBuilderTest, OUT_DIR/graphs/*.h5).
+
 megabatch_model_parity (ParityDump.cpp) builds each model kind in C++, writes its state_dict
 with model::writeStateDict, an input batch, and the C++ outputs, loss sum, metric sums, and
 the gradient of the loss sum for every parameter. Here the same modules are written the way a
@@ -304,6 +309,166 @@ def build_gnn(f, targets):
     return module, g, targets
 
 
+class DenseGatConv(nn.Module):
+    """PyG's GATConv(width, width // heads, heads) on an edge list, computed densely."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads, self.channels = heads, width // heads
+        self.lin = nn.Linear(width, width, bias=False)
+        self.att_src = nn.Parameter(torch.empty(1, heads, self.channels))
+        self.att_dst = nn.Parameter(torch.empty(1, heads, self.channels))
+        self.bias = nn.Parameter(torch.zeros(width))
+
+    def forward(self, h, edge_index):
+        m = h.shape[0]
+        x = self.lin(h).view(m, self.heads, self.channels)
+        a_src = (x * self.att_src).sum(-1)  # [M, H]
+        a_dst = (x * self.att_dst).sum(-1)
+        adjacent = torch.zeros(m, m, dtype=torch.bool)  # [dst, src]
+        adjacent[edge_index[1], edge_index[0]] = True
+        scores = F.leaky_relu(a_dst.t().unsqueeze(2) + a_src.t().unsqueeze(1), 0.2)  # [H, dst, src]
+        scores = scores.masked_fill(~adjacent, float("-inf"))
+        alpha = torch.softmax(scores, dim=2).nan_to_num(0.0)  # a node without edges gets nothing
+        out = torch.einsum("hds,shc->dhc", alpha, x)
+        return out.reshape(m, -1) + self.bias
+
+
+class PanelTransformer(nn.Module):
+    def __init__(self, features, window, hidden, heads, layers):
+        super().__init__()
+        self.input = nn.Linear(features, hidden)
+        self.position = nn.Parameter(torch.zeros(window, hidden))
+        self.layers = nn.ModuleList([
+            nn.TransformerEncoderLayer(hidden, heads, 4 * hidden, dropout=0.0, activation="gelu",
+                                       batch_first=True, norm_first=True) for _ in range(layers)])
+        self.norm = nn.LayerNorm(hidden)
+
+    def forward(self, x):
+        h = self.input(x) + self.position
+        for layer in self.layers:
+            h = layer(h)
+        return self.norm(h[:, -1])
+
+
+class PanelGat(nn.Module):
+    """kind: gat as a PyTorch user writes it: encoder per instrument, GAT layers, head."""
+
+    def __init__(self, encoder, features, window, hidden, layers, heads, gat_layers, head_hidden,
+                 outputs):
+        super().__init__()
+        self.lstm = encoder == "lstm"
+        self.encoder = (nn.LSTM(features, hidden, layers, batch_first=True) if self.lstm
+                        else PanelTransformer(features, window, hidden, heads, layers))
+        if gat_layers:
+            self.gat = nn.ModuleList([DenseGatConv(hidden, heads) for _ in range(gat_layers)])
+            self.norms = nn.ModuleList([nn.LayerNorm(hidden) for _ in range(gat_layers)])
+        self.head = make_head(hidden, head_hidden, outputs)
+
+    def forward(self, batch):
+        values, mask, edge_index = batch
+        b, n, w, f = values.shape
+        x = values.reshape(b * n, w, f)
+        h = self.encoder(x)[1][0][-1] if self.lstm else self.encoder(x)
+        h = h * mask.reshape(-1, 1)  # absent instruments: zero encodings
+        if hasattr(self, "gat"):
+            for conv, norm in zip(self.gat, self.norms):
+                h = norm(h + F.elu(conv(h, edge_index)))
+        return self.head(h).view(b, n, -1)
+
+
+def daily_correlations(x, y, present):
+    """Sum over dates (and target columns) of the Pearson correlation across present instruments;
+    0 for a date with fewer than two or a constant side. x, y: [B, N, K]."""
+    total = 0.0
+    for b in range(x.shape[0]):
+        use = present[b]
+        for k in range(x.shape[2]):
+            a, c = x[b, use, k].double(), y[b, use, k].double()
+            if a.numel() < 2:
+                continue
+            a, c = a - a.mean(), c - c.mean()
+            scale = (a.square().sum() * c.square().sum()).sqrt()
+            if scale > 1e-12:
+                total += float((a * c).sum() / scale)
+    return torch.tensor(total)
+
+
+def ranks(x, present):
+    """Ranks among each date's present instruments (stable: ties in instrument order)."""
+    key = x.masked_fill(~present.unsqueeze(2), float("inf"))
+    order = torch.sort(key, dim=1, stable=True).indices
+    out = torch.empty_like(order)
+    out.scatter_(1, order, torch.arange(x.shape[1]).view(1, -1, 1).expand_as(order))
+    return out.float()
+
+
+def panel_loss_and_metrics(f, out, targets, present):
+    task, loss = attr(f, "task"), attr(f, "loss")
+    weight = present.float()
+    count = weight.sum(1).clamp_min(1)
+
+    def date_means(per_instrument):
+        return ((per_instrument * weight).sum(1) / count).sum()
+
+    if task == "classification":
+        labels = (targets > 0).long()
+        per = F.cross_entropy(out.reshape(-1, 2), labels.reshape(-1), reduction="none").view(labels.shape)
+        score = (out[..., 1] - out[..., 0]).detach().unsqueeze(2)
+        correct = (out.argmax(2) == labels).float()
+        metrics = {"accuracy": date_means(correct)}
+        pred = out
+    else:
+        pred = out.squeeze(2) if targets.dim() == 2 else out
+        p3, t3 = pred.view(*targets.shape[:2], -1), targets.view(*targets.shape[:2], -1)
+        if loss == "huber":
+            per = F.huber_loss(p3, t3, reduction="none", delta=float(attr(f, "huber_delta"))).sum(2)
+        else:
+            per = F.mse_loss(p3, t3, reduction="none").sum(2)
+        err = (p3 - t3).detach()
+        metrics = {"mse": date_means(err.square().sum(2)), "mae": date_means(err.abs().sum(2))}
+        score = p3.detach()
+    target3 = targets.view(*targets.shape[:2], -1)
+    metrics["ic"] = daily_correlations(score, target3, present)
+    metrics["rank_ic"] = daily_correlations(ranks(score, present), ranks(target3, present), present)
+    return pred, date_means(per), metrics
+
+
+# --- the graph builder: a numpy reference -------------------------------------------------------
+
+def reference_graph(returns, present, sector, k, min_periods):
+    """Edges [2, E] (src, dst) of one date, sorted by (dst, src): Note [Panel graph] in
+    src/model/PanelGraph.h, written with loops over pairs."""
+    n = returns.shape[0]
+    seen = np.isfinite(returns)
+    corr = np.full((n, n), -np.inf)
+    for i in range(n):
+        for j in range(n):
+            if i == j or not (present[i] and present[j]):
+                continue
+            both = seen[i] & seen[j]
+            if both.sum() < min_periods:
+                continue
+            a, b = returns[i, both].astype(np.float64), returns[j, both].astype(np.float64)
+            # A constant series over the shared dates has no correlation (relative threshold as
+            # in the C++ builder).
+            if ((a - a.mean()) ** 2).sum() <= 1e-10 * (a ** 2).sum():
+                continue
+            if ((b - b.mean()) ** 2).sum() <= 1e-10 * (b ** 2).sum():
+                continue
+            corr[i, j] = np.corrcoef(a, b)[0, 1]
+    adjacent = np.zeros((n, n), dtype=bool)  # [dst, src]
+    for i in range(n):
+        if present[i]:
+            adjacent[i, i] = True
+        candidates = [j for j in np.argsort(-corr[i], kind="stable")[:k] if np.isfinite(corr[i, j])]
+        adjacent[i, candidates] = True
+        if sector is not None and sector[i] >= 0 and present[i]:
+            adjacent[i, (sector == sector[i]) & present] = True
+    dst, src = np.nonzero(adjacent)
+    return np.stack([src, dst])
+
+
 # --- the comparison ---------------------------------------------------------------------
 
 def attr(f, name):
@@ -318,6 +483,15 @@ def build(f):
     if kind == "gnn":
         return build_gnn(f, targets)
     hidden, layers = int(attr(f, "hidden")), int(attr(f, "layers"))
+    if kind == "gat":
+        task = attr(f, "task")
+        outputs = 2 if task == "classification" else (1 if targets.dim() == 2 else targets.shape[2])
+        values = inputs[0]
+        module = PanelGat(attr(f, "encoder"), values.shape[3], values.shape[2], hidden, layers,
+                          int(attr(f, "heads")), int(attr(f, "gat_layers")),
+                          int(attr(f, "head_hidden")), outputs)
+        edges = torch.from_numpy(f["edges"][()]).long() if "edges" in f else None
+        return module, (values, inputs[1].bool(), edges), targets
     if kind == "gpt":
         context = inputs[0].shape[1]
         module = Gpt(int(attr(f, "vocab_size")), context, hidden, layers, int(attr(f, "heads")),
@@ -337,6 +511,8 @@ def build(f):
 
 def loss_and_metrics(f, out, targets, module=None):
     kind, task, loss = attr(f, "kind"), attr(f, "task"), attr(f, "loss")
+    if kind == "gat":
+        return panel_loss_and_metrics(f, out, targets, torch.from_numpy(f["inputs"]["1"][()]).bool())
     if kind == "gpt":
         logits = out.reshape(-1, out.shape[-1])
         value = F.cross_entropy(logits, targets.reshape(-1), reduction="sum")
@@ -361,7 +537,10 @@ class ParityTest(unittest.TestCase):
             raise unittest.SkipTest("pass the path of megabatch_model_parity")
         cls._tmp = tempfile.TemporaryDirectory(prefix="mbparity-")
         subprocess.run([DUMP, cls._tmp.name], check=True)
-        cls.files = sorted(os.path.join(cls._tmp.name, n) for n in os.listdir(cls._tmp.name))
+        cls.files = sorted(os.path.join(cls._tmp.name, n) for n in os.listdir(cls._tmp.name)
+                           if n.endswith(".h5"))
+        graphs = os.path.join(cls._tmp.name, "graphs")
+        cls.graph_files = sorted(os.path.join(graphs, n) for n in os.listdir(graphs))
 
     @classmethod
     def tearDownClass(cls):
@@ -382,8 +561,8 @@ class ParityTest(unittest.TestCase):
 
     def test_cases_cover_every_kind(self):
         kinds = {re.split(r"[_.]", os.path.basename(p))[0] for p in self.files}
-        self.assertEqual(kinds, {"lstm", "mlp", "gpt", "gnn"})
-        self.assertGreaterEqual(len(self.files), 12)
+        self.assertEqual(kinds, {"lstm", "mlp", "gpt", "gnn", "gat"})
+        self.assertGreaterEqual(len(self.files), 16)
         convs = {re.split(r"[_.]", os.path.basename(p))[1] for p in self.files if "gnn" in p}
         self.assertEqual(convs, {"gcn", "gat", "gin", "gine", "none"})
 
@@ -429,6 +608,56 @@ class ParityTest(unittest.TestCase):
                     out, _, _ = loss_and_metrics(f, module(inputs), targets, module)
                 ours = torch.from_numpy(f["output"][()])
                 self.assertFalse(torch.allclose(out, ours, rtol=TOL, atol=TOL), name)
+
+    def test_gat_edges_are_the_reference_graph(self):
+        # The batch graph the gat cases attended over is the numpy reference's, date by date.
+        for path in self.files:
+            if not os.path.basename(path).startswith("gat") or "without_graph" in path:
+                continue
+            with self.subTest(case=os.path.basename(path)), h5py.File(path, "r") as f:
+                present = f["inputs"]["1"][()].astype(bool)
+                returns = f["inputs"]["2"][()]
+                sector = f["inputs"]["3"][()] if "3" in f["inputs"] else None
+                n = present.shape[1]
+                expected = np.concatenate([
+                    reference_graph(returns[b], present[b], None if sector is None else sector[b],
+                                    int(attr(f, "graph_k")), int(attr(f, "graph_min_periods"))) + b * n
+                    for b in range(present.shape[0])], axis=1)
+                np.testing.assert_array_equal(f["edges"][()], expected)
+
+    # --- the graph builder (OUT_DIR/graphs) -------------------------------------------------
+
+    def graph_cases(self):
+        for path in self.graph_files:
+            with h5py.File(path, "r") as f:
+                yield (os.path.basename(path), f["returns"][()], f["present"][()].astype(bool),
+                       f["sector"][()] if "sector" in f else None, int(attr(f, "k")),
+                       int(attr(f, "min_periods")),
+                       [f["edges"][str(d)][()] for d in range(len(f["edges"]))])
+
+    def test_graph_builder_matches_the_reference_edge_for_edge(self):
+        # model::buildPanelGraphs (batched matmuls + topk on the test device) against the loops.
+        self.assertGreaterEqual(len(self.graph_files), 4)
+        for name, returns, present, sector, k, min_periods, edges in self.graph_cases():
+            for d, got in enumerate(edges):
+                with self.subTest(case=name, date=d):
+                    expected = reference_graph(returns[d], present[d],
+                                               None if sector is None else sector[d], k, min_periods)
+                    self.assertEqual(got.shape, expected.shape)
+                    np.testing.assert_array_equal(got, expected)
+                    src, dst = got
+                    # Absent instruments take part in no edge; present ones attend to themselves.
+                    self.assertTrue(present[d][src].all() and present[d][dst].all())
+                    self.assertEqual(set(src[src == dst]), set(np.nonzero(present[d])[0]))
+            print("%s: %d dates, %d edges" % (name, len(edges), sum(e.shape[1] for e in edges)))
+
+    def test_graph_reference_can_tell_graphs_apart(self):
+        # Another k gives other edges: the comparison above can fail.
+        name, returns, present, sector, k, min_periods, edges = next(
+            c for c in self.graph_cases() if c[0] == "knn_k5.h5")
+        other = reference_graph(returns[0], present[0], None if sector is None else sector[0],
+                                k - 1, min_periods)
+        self.assertFalse(other.shape == edges[0].shape and np.array_equal(other, edges[0]), name)
 
     def test_tied_weights_stored_under_both_names(self):
         for path in self.files:

@@ -24,3 +24,11 @@ foreach(case elastic_resume_2_to_1_matches_the_uninterrupted_run
   mb_add_python_test(train.graphs_${case} train/test_graphs_training.py
                      ARGS GraphTrainingTest.test_${case} TIMEOUT 900)
 endforeach()
+
+# kind: gat on the panel layout (issue 17), one CTest entry per test.
+foreach(case elastic_resume_2_to_1_matches_the_uninterrupted_run
+             each_dates_graph_is_built_once_or_once_per_epoch step_time_split_and_eval_ic
+             the_graph_beats_the_same_encoder_without_it)
+  mb_add_python_test(train.panel.${case} train/test_panel_training.py
+                     ARGS PanelTrainingTest.test_${case} TIMEOUT 900)
+endforeach()
