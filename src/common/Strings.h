@@ -15,6 +15,15 @@ std::string trim(const std::string& text);
 bool startsWith(const std::string& text, const std::string& prefix);
 bool endsWith(const std::string& text, const std::string& suffix);
 
+// "[2, 3, 4]": a shape for messages, from any range of integers (std::vector, at::IntArrayRef).
+template <typename Dims>
+std::string shapeText(const Dims& dims) {
+  std::string text = "[";
+  for (auto d : dims)
+    text += (text.size() > 1 ? ", " : "") + std::to_string(d);
+  return text + "]";
+}
+
 // "1.50 GiB", "12.0 MiB", "512 B".
 std::string humanBytes(double bytes);
 // "1h02m", "3m05s", "12s".

@@ -8,6 +8,10 @@
 
 namespace mb {
 
+// Most classes a classification model takes (model.num_classes, or the largest label + 1): more
+// is a file of ids rather than class indices, and per-class counts are allocated.
+constexpr std::int64_t kMaxClasses = std::int64_t{1} << 20;
+
 enum class Residency { kAuto, kDevice, kHost, kStream };
 enum class DType { kFp32, kBf16 };
 enum class DeviceKind { kAuto, kCpu, kCuda };

@@ -109,6 +109,12 @@ bool isLanguageModel(const Config& c) {
   return kind != nullptr && kind->languageModel;
 }
 
+Problem classesWithinLimit(const Config& c) {
+  if (c.model.numClasses <= kMaxClasses) return std::nullopt;
+  return "model.num_classes = " + std::to_string(c.model.numClasses) + " is more than the " +
+         std::to_string(kMaxClasses) + " classes megabatch supports (0 = from the labels)";
+}
+
 Problem lossMatchesTask(const Config& c) {
   bool classification = c.model.task == Task::kClassification;
   if (classification && (c.model.loss == LossKind::kMse || c.model.loss == LossKind::kHuber))
@@ -225,6 +231,7 @@ std::vector<Rule> buildRules() {
       halfOpenRange("model.dropout", MB_GET(model.dropout), 0.0, 1.0),
       minimum("model.huber_delta", MB_GET(model.huberDelta), 1e-12),
       minimum("model.num_classes", MB_GET(model.numClasses), 0),
+      classesWithinLimit,
       minimum("model.lanes", MB_GET(model.lanes), 0),
       minimum("model.lane_stride", MB_GET(model.laneStride), 1),
       minimum("model.vocab_size", MB_GET(model.vocabSize), 0),

@@ -17,6 +17,7 @@
 #include "data/GlobalOrder.h"
 #include "data/Json.h"
 #include "data/Random.h"
+#include "data/ToolOutput.h"
 #include "data/Tools.h"
 
 namespace mb::data {
@@ -413,28 +414,6 @@ void assignLabels(GraphArrays& a, std::vector<GraphLine>& kept, const std::strin
 }
 
 // --- writing ------------------------------------------------------------------------------
-
-h5::WriteOptions writeOptions(const WriteSettings& write) {
-  if (write.compression != "none" && write.compression != "gzip")
-    throw ConfigError("--compression " + write.compression + ": expected none or gzip");
-  h5::WriteOptions options;
-  options.gzipLevel = write.compression == "gzip" ? 4 : 0;
-  options.chunkRows = write.chunkRows;
-  return options;
-}
-
-// [rows, width] uint8, NUL padded.
-at::Tensor textRows(const std::vector<std::string>& rows) {
-  std::size_t width = 1;
-  for (const auto& r : rows)
-    width = std::max(width, r.size());
-  at::Tensor out = at::zeros(
-      {static_cast<std::int64_t>(rows.size()), static_cast<std::int64_t>(width)}, at::kByte);
-  auto* data = out.data_ptr<std::uint8_t>();
-  for (std::size_t i = 0; i < rows.size(); ++i)
-    std::copy(rows[i].begin(), rows[i].end(), data + i * width);
-  return out;
-}
 
 template <class T>
 at::Tensor tensorOf(const std::vector<T>& values, at::ScalarType type,

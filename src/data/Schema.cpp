@@ -40,13 +40,6 @@ std::string stripSlash(const std::string& path) {
   return out;
 }
 
-std::string shapeText(const std::vector<std::int64_t>& dims) {
-  std::vector<std::string> parts;
-  for (auto d : dims)
-    parts.push_back(std::to_string(d));
-  return "[" + str::join(parts, ", ") + "]";
-}
-
 std::string where(const std::string& file, const std::string& dataset) {
   return file + ": dataset /" + dataset;
 }

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/Hdf5.h"
+#include "common/Strings.h"
 #include "config/Config.h"
 
 namespace mb::data {
@@ -57,7 +58,7 @@ namespace schema {
 extern const char* const kFormatHint;
 
 std::string stripSlash(const std::string& path);
-std::string shapeText(const std::vector<std::int64_t>& dims);
+using str::shapeText;  // "[2, 3]" (common/Strings.h)
 std::string where(const std::string& file, const std::string& dataset);
 // " (found: /a, /b)": what the group holding `path` contains, for "missing" messages.
 std::string siblings(hid_t file, const std::string& path);

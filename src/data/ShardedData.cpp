@@ -418,6 +418,16 @@ class Loader {
     at::Tensor all = at::full({1}, local, at::kLong);
     comm_.allReduce(all, dist::ReduceOp::kMax, "data: largest class label");
     std::int64_t largest = all.item<std::int64_t>();
+    if (largest >= kMaxClasses) {
+      // Labels this large are ids, not class indices; counting them would allocate per class.
+      Error error = DataError(
+          schema().path + ": dataset /" + schema().targets.path + ": class label " +
+              std::to_string(largest) + " (labels are class indices 0..C-1, at most " +
+              std::to_string(kMaxClasses) + " classes)",
+          "number the classes 0..C-1, e.g. labels = np.unique(ids, return_inverse=True)[1]");
+      error.markAgreed();  // the same all-reduced value on every rank
+      throw error;
+    }
     std::int64_t configured = config_.model.numClasses;
     if (configured > 0 && largest >= configured) {
       Error error = DataError(schema().path + ": dataset /" + schema().targets.path +

@@ -9,6 +9,7 @@
 #include "common/Error.h"
 #include "common/Hdf5.h"
 #include "data/Random.h"
+#include "data/ToolOutput.h"
 #include "data/Tools.h"
 
 namespace mb::data {
@@ -31,23 +32,6 @@ void validate(const SynthPanelOptions& o) {
                       "--instruments " + std::to_string(o.instruments));
   if (o.missing < 0 || o.missing >= 0.5)
     throw ConfigError("synth-panel: --missing must be in [0, 0.5)");
-}
-
-at::ScalarType valueType(const std::string& dtype) {
-  if (dtype == "float32") return at::kFloat;
-  if (dtype == "float16") return at::kHalf;
-  if (dtype == "float64") return at::kDouble;
-  throw ConfigError("--dtype " + dtype + ": expected float16, float32, or float64");
-}
-
-h5::WriteOptions writeOptions(const WriteSettings& write) {
-  if (write.compression != "none" && write.compression != "gzip")
-    throw ConfigError("--compression " + write.compression + ": expected none or gzip");
-  if (write.chunkRows < 0) throw ConfigError("--chunk-rows must be >= 0");
-  h5::WriteOptions options;
-  options.gzipLevel = write.compression == "gzip" ? 4 : 0;
-  options.chunkRows = write.chunkRows;
-  return options;
 }
 
 // Pearson correlation of x and y over the entries where `use` is set; 0 when undefined.

@@ -9,6 +9,7 @@
 #include "common/Hdf5.h"
 #include "common/Strings.h"
 #include "data/Random.h"
+#include "data/ToolOutput.h"
 #include "data/Tools.h"
 
 namespace mb::data {
@@ -88,23 +89,6 @@ at::Tensor aggregate(const at::Tensor& base, std::int64_t period, std::int64_t f
       row[f] = f < 4 ? agg[f] : rng.normal();
   }
   return out;
-}
-
-at::ScalarType valueType(const std::string& dtype) {
-  if (dtype == "float32") return at::kFloat;
-  if (dtype == "float16") return at::kHalf;
-  if (dtype == "float64") return at::kDouble;
-  throw ConfigError("--dtype " + dtype + ": expected float16, float32, or float64");
-}
-
-h5::WriteOptions writeOptions(const WriteSettings& write) {
-  if (write.compression != "none" && write.compression != "gzip")
-    throw ConfigError("--compression " + write.compression + ": expected none or gzip");
-  if (write.chunkRows < 0) throw ConfigError("--chunk-rows must be >= 0");
-  h5::WriteOptions options;
-  options.gzipLevel = write.compression == "gzip" ? 4 : 0;
-  options.chunkRows = write.chunkRows;
-  return options;
 }
 
 void validate(const SynthSeriesOptions& o) {

@@ -11,6 +11,7 @@
 #include "common/Hdf5.h"
 #include "common/Strings.h"
 #include "data/Random.h"
+#include "data/ToolOutput.h"
 #include "data/Tools.h"
 
 namespace mb::data {
@@ -62,19 +63,6 @@ Problem draw(const ArithOptions& o, std::int64_t limit, Rng& rng) {
   p.a = rng.below(limit);
   p.b = p.op == '/' ? 1 + rng.below(limit - 1) : rng.below(limit);
   return p;
-}
-
-// [rows, width] uint8, NUL padded.
-at::Tensor textRows(const std::vector<std::string>& rows) {
-  std::size_t width = 1;
-  for (const auto& r : rows)
-    width = std::max(width, r.size());
-  at::Tensor out = at::zeros(
-      {static_cast<std::int64_t>(rows.size()), static_cast<std::int64_t>(width)}, at::kByte);
-  auto* data = out.data_ptr<std::uint8_t>();
-  for (std::size_t i = 0; i < rows.size(); ++i)
-    std::copy(rows[i].begin(), rows[i].end(), data + i * width);
-  return out;
 }
 
 at::Tensor bytesTensor(const std::string& bytes) {

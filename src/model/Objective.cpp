@@ -7,16 +7,10 @@
 #include <ATen/core/grad_mode.h>
 
 #include "common/Error.h"
+#include "common/Strings.h"
 
 namespace mb::model {
 namespace {
-
-std::string shapeText(at::IntArrayRef shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
 
 LossKind resolveLoss(const ModelConfig& config) {
   if (config.loss != LossKind::kAuto) return config.loss;
@@ -68,10 +62,11 @@ void Objective::checkTargets(const at::Tensor& output, const at::Tensor& targets
     ok = targets.dim() == 1 && !at::isFloatingType(targets.scalar_type());
   if (ok && task_ == Task::kRegression) ok = targets.sizes() == output.sizes();
   if (!ok)
-    throw RuntimeError("model: targets of shape " +
-                       (targets.defined() ? shapeText(targets.sizes()) : std::string("(none)")) +
-                       " do not fit outputs of shape " + shapeText(output.sizes()) +
-                       (task_ == Task::kClassification ? " (expected [B] integer labels)" : ""));
+    throw RuntimeError(
+        "model: targets of shape " +
+        (targets.defined() ? str::shapeText(targets.sizes()) : std::string("(none)")) +
+        " do not fit outputs of shape " + str::shapeText(output.sizes()) +
+        (task_ == Task::kClassification ? " (expected [B] integer labels)" : ""));
 }
 
 at::Tensor Objective::lossSum(const at::Tensor& output, const at::Tensor& targets,

@@ -18,13 +18,6 @@ namespace {
 
 constexpr std::size_t kMaxNamesShown = 8;
 
-std::string shapeText(at::IntArrayRef shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 // "file.h5 group /model", for messages.
 std::string where(hid_t group) {
   std::string path(256, '\0');
@@ -64,8 +57,8 @@ void checkShape(hid_t group, const std::string& name, const at::Tensor& expected
   h5::Handle dataset = h5::openDataset(group, name, ExitCode::kCheckpoint);
   h5::DatasetInfo info = h5::describe(dataset.get());
   if (info.dims != expected.sizes().vec())
-    throw CheckpointError(where(group) + ": '" + name + "' has shape " + shapeText(info.dims) +
-                              " but the model expects " + shapeText(expected.sizes()),
+    throw CheckpointError(where(group) + ": '" + name + "' has shape " + str::shapeText(info.dims) +
+                              " but the model expects " + str::shapeText(expected.sizes()),
                           "the checkpoint was written with other model.* settings (hidden, "
                           "layers, heads, vocab_size) or for other data; use the same config");
   if (info.typeClass != H5T_FLOAT && info.typeClass != H5T_INTEGER)

@@ -17,13 +17,6 @@
 namespace mb::model {
 namespace {
 
-std::string shapeText(at::IntArrayRef shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 // The first line of a LibTorch message (the rest is a C++ or TorchScript backtrace).
 std::string firstLine(const std::string& text) {
   return text.substr(0, text.find('\n'));
@@ -151,7 +144,7 @@ std::string TorchScriptModel::expectedSignature() const {
 
 std::optional<std::string> TorchScriptModel::outputProblem(const at::Tensor& output,
                                                            std::int64_t batch) const {
-  const std::string got = "forward returned " + shapeText(output.sizes());
+  const std::string got = "forward returned " + str::shapeText(output.sizes());
   const std::string here = " (B = " + std::to_string(batch) + " here)";
   if (!at::isFloatingType(output.scalar_type()))
     return got + " of " + std::string(c10::toString(output.scalar_type())) +

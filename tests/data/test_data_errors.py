@@ -151,6 +151,16 @@ class DataErrorsTest(mbtest.TempDirTestCase):
         self.assertAllRanks(self.run_check(SAMPLES, path, task="classification"), 3,
                             "model.task = classification needs integer class labels, found float32")
 
+    def test_class_ids_instead_of_class_indices(self):
+        # A label of 2**34 once made the loader allocate a count per class (found by the fuzzer).
+        path = self.path("x.h5")
+        samples_file(path, n=60, targets=np.array([0, 1, 2**34] * 20, "i8"))
+        self.assertAllRanks(self.run_check(SAMPLES, path, task="classification"), 3,
+                            "dataset /targets: class label 17179869184", "at most 1048576 classes",
+                            "np.unique(ids, return_inverse=True)")
+        samples_file(path, n=60, targets=np.array([0, 1, 2**20 - 1] * 20, "i8"))
+        self.assertExit(self.run_check(SAMPLES, path, task="classification"), 0)
+
     # --- values --------------------------------------------------------------------------
 
     def test_non_finite_values_report_the_first_index(self):

@@ -92,6 +92,10 @@ TEST(Config, OutOfRangeNamesKeyAndValue) {
   EXPECT_TRUE(contains(message, "optim.lr = -1")) << message;
   message = configErrorOf([] { parseConfig("model: {dropout: 1.5}", "c.yaml"); });
   EXPECT_TRUE(contains(message, "model.dropout = 1.5")) << message;
+  message = configErrorOf([] { parseConfig("model: {num_classes: 2000000}", "c.yaml"); });
+  EXPECT_TRUE(contains(message, "model.num_classes = 2000000 is more than the 1048576 classes"))
+      << message;
+  EXPECT_NO_THROW(parseConfig("model: {num_classes: 1048576}", "c.yaml"));
   message = configErrorOf([] {
     parseConfig("data: {split: {train_fraction: 0.9, val_fraction: 0.2, test_fraction: 0.1}}",
                 "c.yaml");
