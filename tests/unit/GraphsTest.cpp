@@ -180,9 +180,8 @@ TEST_F(GraphsLayout, StreamResidencyIsRefusedWithTheReason) {
   std::string path = dir_.file("g.h5");
   test::writeGraphsFile(path, {});
   Config config = test::graphsConfig(path);
-  const data::LayoutKind& kind = data::layoutKind("graphs");
   config.data.residency = Residency::kStream;
-  auto problem = kind.checkConfig(config);
+  auto problem = data::layoutKind("graphs").checkConfig(config);
   ASSERT_TRUE(problem.has_value());
   EXPECT_NE(problem->find("data.residency = stream"), std::string::npos) << *problem;
 }
