@@ -11,6 +11,7 @@ adds with_device(args, np). An override the test gives itself (train.device=...,
 is left alone. With cuda and no usable GPU, `megabatch train` exits 2 with "train.device = cuda,
 but no CUDA device is usable": the test fails, it never runs on the CPU instead.
 """
+import json
 import os
 import subprocess
 import tempfile
@@ -107,6 +108,26 @@ def crash_signs(output):
 
 def config_path(name):
     return os.path.join(SOURCE_DIR, "configs", name)
+
+
+# --- reading a run directory -----------------------------------------------------------------
+
+def read_metrics(run_dir):
+    """Every record of RUN_DIR/metrics.jsonl, in order."""
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def train_losses(run_dir):
+    """{step: loss} of the train records."""
+    return {r["step"]: r["loss"] for r in read_metrics(run_dir) if r["event"] == "train"}
+
+
+def checkpoint_params(path):
+    """{name: array} of a checkpoint's /model group."""
+    import h5py  # only the tests that read checkpoints need it
+    with h5py.File(path, "r") as f:
+        return {name: f["model"][name][()] for name in f["model"]}
 
 
 class TempDirTestCase(unittest.TestCase):

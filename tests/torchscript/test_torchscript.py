@@ -8,7 +8,6 @@ megabatch applies it), torch.nn.utils.clip_grad_norm_, and, for several ranks, e
 forward pass on its own rows with its own buffers (batch norm: Note [Buffers across ranks] in
 src/dist/ParameterSync.cpp).
 """
-import json
 import os
 import signal
 import subprocess
@@ -26,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mbtest  # noqa: E402
+from mbtest import read_metrics, train_losses  # noqa: E402
 import modules  # noqa: E402
 
 STEPS = 20
@@ -48,15 +48,6 @@ model: {{kind: torchscript, path: {archive}}}
 train: {{global_batch: 32, max_steps: {steps}, eval_every: 0, precision: fp32, threads: 1, grad_clip: {clip}}}
 optim: {{name: {optim}, lr: {lr}, momentum: 0.9, weight_decay: {wd}, schedule: constant, warmup_steps: 0}}
 """
-
-
-def read_metrics(run_dir):
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def train_losses(run_dir):
-    return {r["step"]: r["loss"] for r in read_metrics(run_dir) if r["event"] == "train"}
 
 
 def checkpoint(run_dir, step):

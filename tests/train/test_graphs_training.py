@@ -9,10 +9,8 @@
   them to metrics.jsonl, and `megabatch predict` writes one prediction per graph id;
 - model.class_weights = balanced stores n / (K n_c) from the train split's labels.
 """
-import json
 import os
 import re
-import shutil
 import sys
 import tempfile
 import unittest
@@ -22,6 +20,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import mbtest  # noqa: E402
+from mbtest import checkpoint_params, read_metrics, train_losses  # noqa: E402
 
 CONFIG = """
 run: {{dir: {run_dir}, log_every: 1, keep_last: 20}}
@@ -35,20 +34,6 @@ model: {{kind: gnn, task: classification, conv: gin, layers: 2, hidden: 32, head
 train: {{global_batch: 32, max_steps: 24, eval_every: 12, threads: 1}}
 optim: {{name: adamw, lr: 0.003, weight_decay: 0.0, schedule: cosine, warmup_steps: 5}}
 """
-
-
-def read_metrics(run_dir):
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def train_losses(run_dir):
-    return {r["step"]: r["loss"] for r in read_metrics(run_dir) if r["event"] == "train"}
-
-
-def checkpoint_params(path):
-    with h5py.File(path, "r") as f:
-        return {name: f["model"][name][()] for name in f["model"]}
 
 
 def stratified_train(labels, train_fraction):

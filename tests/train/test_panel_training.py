@@ -2,19 +2,17 @@
 the same batches and losses step for step as the uninterrupted run, each date's graph is built
 once and cached (or once per epoch), the step-time split is recorded, and `megabatch eval`
 prints the daily IC. The data is a small `megabatch data synth-panel` file."""
-import json
 import os
 import re
-import shutil
 import sys
 import tempfile
 import unittest
 
-import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import mbtest  # noqa: E402
+from mbtest import checkpoint_params, read_metrics, train_losses  # noqa: E402
 
 CONFIG = """
 run:
@@ -46,20 +44,6 @@ optim:
 DATES, INSTRUMENTS = 300, 30
 # Dates with a complete history: [lookback - 1, DATES); train is the first 80%.
 TRAIN_DATES = int((DATES - 19) * 0.8)
-
-
-def read_metrics(run_dir):
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def train_losses(run_dir):
-    return {r["step"]: r["loss"] for r in read_metrics(run_dir) if r["event"] == "train"}
-
-
-def checkpoint_params(path):
-    with h5py.File(path, "r") as f:
-        return {name: f["model"][name][()] for name in f["model"]}
 
 
 class PanelTrainingTest(mbtest.TempDirTestCase):

@@ -6,7 +6,6 @@ the run directory (metrics.jsonl, checkpoints) with h5py. The runs use the test 
 mbtest.RUN_RTOL / RUN_ATOL, which are looser on CUDA (TF32, kernels chosen by shape).
 """
 import glob
-import json
 import os
 import re
 import shutil
@@ -21,6 +20,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import mbtest  # noqa: E402
+from mbtest import checkpoint_params, read_metrics, train_losses  # noqa: E402
 
 BASE_CONFIG = """
 run:
@@ -53,24 +53,6 @@ optim:
   schedule: cosine
   warmup_steps: 5
 """
-
-
-def read_metrics(run_dir):
-    records = []
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        for line in f:
-            if line.strip():
-                records.append(json.loads(line))
-    return records
-
-
-def train_losses(run_dir):
-    return {r["step"]: r["loss"] for r in read_metrics(run_dir) if r["event"] == "train"}
-
-
-def checkpoint_params(path):
-    with h5py.File(path, "r") as f:
-        return {name: f["model"][name][()] for name in f["model"]}
 
 
 def latest_checkpoint(run_dir):
