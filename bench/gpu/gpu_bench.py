@@ -489,7 +489,7 @@ def series_file(bench):
 # --- section 1: LSTM ----------------------------------------------------------------------
 
 class LstmTask(nn.Module):
-    """megabatch's lstm (src/model/Lstm.cpp) for one stream: the reference module of
+    """megabatch's lstm (src/model/kinds/Lstm.cpp) for one stream: the reference module of
     tests/model/test_parity.py (state_dict names and outputs match megabatch to 1e-5): LSTM,
     the last layer's final hidden state, Linear-GELU-Dropout-Linear head; MSE in fp32."""
 
@@ -726,7 +726,7 @@ class Block(nn.Module):
 
 
 class Gpt(nn.Module):
-    """megabatch's gpt (src/model/Gpt.cpp): GPT-2 with learned positions, pre-LN blocks, biases
+    """megabatch's gpt (src/model/kinds/Gpt.cpp): GPT-2 with learned positions, pre-LN blocks, biases
     as configured, lm_head tied to wte, GPT-2 initialisation; the loss is cross entropy of the
     fp32 logits, inside forward as nanoGPT does (so torch.compile sees it)."""
 

@@ -12,7 +12,7 @@ Same data (a `megabatch data synth-panel` file), same model (LSTM encoder, GAT l
 kind: gat: the baseline's GAT is the same edge-list computation), same optimizer, same batch of
 dates, same torch threads, same device. The graph builder of the baselines is the same
 vectorised algorithm (float64 batched matmuls + topk, Note [Panel graph] in
-src/model/PanelGraph.h), run with torch on the host: a strong "before", not a Python loop.
+src/model/parts/PanelGraph.h), run with torch on the host: a strong "before", not a Python loop.
 
 Throughput is dates (samples) per second of training steps, steady state: megabatch's from the
 metrics.jsonl windows of its second epoch (graphs cached; the first window after the epoch

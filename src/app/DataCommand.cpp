@@ -16,7 +16,7 @@
 #include "config/ConfigLoader.h"
 #include "config/ConfigSchema.h"
 #include "data/ShardedData.h"
-#include "data/Tools.h"
+#include "data/tools/Tools.h"
 #include "dist/Agreement.h"
 #include "dist/Runtime.h"
 

@@ -6,7 +6,7 @@
 
 #include "app/Cli.h"
 #include "common/Error.h"
-#include "data/Tools.h"
+#include "data/tools/Tools.h"
 #include "dist/Runtime.h"
 #include "train/Checkpoint.h"
 #include "train/CheckpointModel.h"

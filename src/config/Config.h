@@ -24,13 +24,13 @@ enum class ScheduleKind { kConstant, kCosine, kLinear };
 enum class BackendKind { kAuto, kNccl, kMpi, kSingle };
 enum class ProgressKind { kAuto, kBar, kLines };
 enum class MetricMode { kMin, kMax };
-// model.kind = gnn (src/model/Gnn.h): the message passing, the graph readout, class weights.
+// model.kind = gnn (src/model/kinds/Gnn.h): the message passing, the graph readout, class weights.
 enum class GraphConv { kGin, kGcn, kGat, kNone };
 enum class GraphPooling { kSum, kMean, kMax, kAttention };
 enum class ClassWeights { kNone, kBalanced };
 // Per-date normalisation across the instruments of a panel (data.layout = panel).
 enum class PanelNorm { kNone, kZscore, kRank };
-// When kind: gat forgets its cached graphs (Note [Panel graph cache] in model/PanelGraph.h).
+// When kind: gat forgets its cached graphs (Note [Panel graph cache] in model/parts/PanelGraph.h).
 enum class GraphRebuild { kOnce, kPerEpoch };
 // The temporal encoder of kind: gat.
 enum class EncoderKind { kLstm, kTransformer };
@@ -91,7 +91,7 @@ struct DataConfig {
       16384;  // stream residency: items per chunk per shard (GlobalOrder)
 };
 
-// kind: gat's graph between the instruments of a date (Note [Panel graph] in model/PanelGraph.h).
+// kind: gat's graph between the instruments of a date (Note [Panel graph] in model/parts/PanelGraph.h).
 struct GraphConfig {
   std::int64_t layers = 2;       // GAT layers; 0 = the temporal encoder alone
   std::int64_t k = 10;           // neighbours by return correlation; 0 = none

@@ -45,8 +45,8 @@
 #include "data/DataInfo.h"
 #include "data/LayoutRegistry.h"
 #include "data/Schema.h"
-#include "data/Splits.h"
-#include "data/StorePlan.h"
+#include "data/pipeline/Splits.h"
+#include "data/pipeline/StorePlan.h"
 
 namespace mb::data {
 

@@ -22,7 +22,7 @@
 #include "config/Config.h"
 #include "data/Batch.h"
 #include "data/DataInfo.h"
-#include "data/GlobalOrder.h"
+#include "data/pipeline/GlobalOrder.h"
 
 namespace mb::dist {
 class Communicator;

@@ -8,7 +8,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include "common/Error.h"
-#include "model/Gpt.h"
+#include "model/kinds/Gpt.h"
 
 namespace mb::model {
 namespace {

@@ -4,12 +4,12 @@
 #include "common/Error.h"
 #include "common/Registry.h"
 #include "common/Strings.h"
-#include "model/Gat.h"
-#include "model/Gnn.h"
-#include "model/Gpt.h"
-#include "model/Lstm.h"
-#include "model/Mlp.h"
-#include "model/TorchScriptModel.h"
+#include "model/kinds/Gat.h"
+#include "model/kinds/Gnn.h"
+#include "model/kinds/Gpt.h"
+#include "model/kinds/Lstm.h"
+#include "model/kinds/Mlp.h"
+#include "model/kinds/TorchScriptModel.h"
 
 namespace mb::model {
 

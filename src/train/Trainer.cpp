@@ -729,7 +729,7 @@ void Trainer::restartLanes() {
   model_->setLaneCount(laneCount());
 }
 
-// Note [Stateful lanes] (model/Lstm.h): every rank holds all lanes' states but advances only
+// Note [Stateful lanes] (model/kinds/Lstm.h): every rank holds all lanes' states but advances only
 // its own, so the others are zero, or stale copies broadcast at a resume. Each rank therefore
 // contributes just its own lanes to a sum, which leaves the full set everywhere without
 // double counting; the model's own states stay as they are.

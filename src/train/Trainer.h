@@ -75,7 +75,7 @@ class Trainer {
   void saveCheckpoint(const char* reason);
   // Rank 0 only; `extra` from laneStates() (collective).
   CheckpointContent snapshot(NamedTensors extra) const;
-  // Stateful lanes (Note [Lane order] in data/GlobalOrder.h).
+  // Stateful lanes (Note [Lane order] in data/pipeline/GlobalOrder.h).
   std::int64_t laneCount() const;
   void restartLanes();
   NamedTensors laneStates();

@@ -36,7 +36,7 @@
 #include "common/Log.h"
 #include "config/ConfigValidator.h"
 #include "data/ShardedData.h"
-#include "data/Tools.h"
+#include "data/tools/Tools.h"
 #include "dist/SingleCommunicator.h"
 
 namespace {

@@ -26,7 +26,7 @@
 #include "data/Batch.h"
 #include "data/DataInfo.h"
 #include "model/Model.h"
-#include "model/PanelGraph.h"
+#include "model/parts/PanelGraph.h"
 #include "model/StateDict.h"
 #include "tests/support/Device.h"
 

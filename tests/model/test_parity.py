@@ -154,7 +154,7 @@ class Gpt(nn.Module):
 
 # --- graph models, from the papers' formulas on dense matrices ----------------------------
 # A batch of graphs as one graph of N nodes; edge_index [2, E] (source, target). The C++ layers
-# (src/model/GraphConv.cpp) scatter messages edge by edge with index_add_; these write the same
+# (src/model/parts/GraphConv.cpp) scatter messages edge by edge with index_add_; these write the same
 # formulas with dense [N, N] matrices, A[t, s] = 1 for an edge s -> t, so they share no code path.
 
 def dense_adjacency(edge_index, n):
@@ -438,7 +438,7 @@ def panel_loss_and_metrics(f, out, targets, present):
 
 def reference_graph(returns, present, sector, k, min_periods):
     """Edges [2, E] (src, dst) of one date, sorted by (dst, src): Note [Panel graph] in
-    src/model/PanelGraph.h, written with loops over pairs."""
+    src/model/parts/PanelGraph.h, written with loops over pairs."""
     n = returns.shape[0]
     seen = np.isfinite(returns)
     corr = np.full((n, n), -np.inf)

@@ -7,7 +7,7 @@
 
 #include <ATen/Functions.h>
 
-#include "data/Reader.h"
+#include "data/pipeline/Reader.h"
 #include "data/ShardedData.h"
 #include "dist/ParallelIo.h"
 #include "tests/data/DataFiles.h"

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "common/Error.h"
-#include "data/Splits.h"
+#include "data/pipeline/Splits.h"
 
 namespace mb::data {
 namespace {

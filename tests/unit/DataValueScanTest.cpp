@@ -6,7 +6,7 @@
 
 #include <ATen/Functions.h>
 
-#include "data/ValueScan.h"
+#include "data/pipeline/ValueScan.h"
 
 namespace mb::data {
 namespace {

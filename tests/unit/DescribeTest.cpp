@@ -6,7 +6,7 @@
 
 #include "common/Error.h"
 #include "common/Hdf5.h"
-#include "data/Tools.h"
+#include "data/tools/Tools.h"
 #include "tests/support/TempDir.h"
 
 namespace mb {

@@ -7,7 +7,7 @@
 #include <numeric>
 #include <set>
 
-#include "data/GlobalOrder.h"
+#include "data/pipeline/GlobalOrder.h"
 
 namespace mb::data {
 namespace {

@@ -8,7 +8,7 @@
 #include "common/Error.h"
 #include "common/TorchCompat.h"
 #include "model/Generate.h"
-#include "model/Gpt.h"
+#include "model/kinds/Gpt.h"
 #include "model/Model.h"
 #include "tests/unit/ModelFixtures.h"
 

@@ -1,7 +1,7 @@
 // The graphs layout (data/layouts/GraphsLayout.h) in one process: batches gathered on the device
 // against the file's rows, stratified splits (Note [Graph splits]), ranks balanced by node count
-// (Note [Weighted shards]), the split metrics of classification (model/ClassMetrics.h), and the
-// JSON reader of the converter (data/Json.h).
+// (Note [Weighted shards]), the split metrics of classification (model/parts/ClassMetrics.h), and the
+// JSON reader of the converter (data/tools/Json.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,12 +13,12 @@
 #include <ATen/Functions.h>
 
 #include "common/Error.h"
-#include "data/GlobalOrder.h"
-#include "data/Json.h"
+#include "data/pipeline/GlobalOrder.h"
+#include "data/tools/Json.h"
 #include "data/ShardedData.h"
 #include "data/layouts/GraphsLayout.h"
 #include "dist/SingleCommunicator.h"
-#include "model/ClassMetrics.h"
+#include "model/parts/ClassMetrics.h"
 #include "tests/data/DataFiles.h"
 #include "tests/data/GraphFiles.h"
 #include "tests/support/Device.h"
@@ -260,7 +260,7 @@ TEST(GraphsWeightedOrder, RankSharesMergeIntoTheSingleRankBatchesAndCoverTheEpoc
   }
 }
 
-// --- model/ClassMetrics.h -----------------------------------------------------------------
+// --- model/parts/ClassMetrics.h -----------------------------------------------------------------
 
 // AUC by counting pairs (positive above negative, ties half): independent of the rank formula.
 double pairwiseAuc(const std::vector<double>& score, const std::vector<bool>& positive) {
@@ -311,7 +311,7 @@ TEST(GraphsMetrics, BinaryAucIsThatOfClassOneWithTiesCountedHalf) {
   EXPECT_TRUE(std::isnan(undefined["roc_auc"]));
 }
 
-// --- data/Json.h ---------------------------------------------------------------------------
+// --- data/tools/Json.h ---------------------------------------------------------------------------
 
 TEST(GraphsJson, ParsesValuesEscapesAndPythonsNonFiniteLiterals) {
   json::Value v = json::parse(

@@ -6,7 +6,7 @@
 
 #include "common/Error.h"
 #include "common/TorchCompat.h"
-#include "model/Lstm.h"
+#include "model/kinds/Lstm.h"
 #include "model/Model.h"
 #include "tests/unit/ModelFixtures.h"
 

@@ -6,7 +6,7 @@
 #include <ATen/Functions.h>
 
 #include "common/Hdf5.h"
-#include "data/MappedFile.h"
+#include "data/pipeline/MappedFile.h"
 #include "data/ShardedData.h"
 #include "dist/SingleCommunicator.h"
 #include "tests/support/Device.h"

@@ -6,8 +6,8 @@
 
 #include <ATen/Functions.h>
 
-#include "model/PanelGraph.h"
-#include "model/PanelObjective.h"
+#include "model/parts/PanelGraph.h"
+#include "model/parts/PanelObjective.h"
 #include "tests/support/Device.h"
 
 namespace mb::model {

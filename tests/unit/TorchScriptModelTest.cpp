@@ -16,7 +16,7 @@
 #include "common/Error.h"
 #include "model/ModelRegistry.h"
 #include "model/StateDict.h"
-#include "model/TorchScriptModel.h"
+#include "model/kinds/TorchScriptModel.h"
 #include "tests/unit/ModelFixtures.h"
 
 namespace mb::model {

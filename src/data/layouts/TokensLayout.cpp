@@ -5,7 +5,7 @@
 #include <ATen/Functions.h>
 
 #include "common/Error.h"
-#include "data/ValueScan.h"
+#include "data/pipeline/ValueScan.h"
 
 namespace mb::data {
 namespace {

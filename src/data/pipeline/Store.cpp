@@ -1,0 +1,48 @@
+#include "data/pipeline/Store.h"
+
+#include <ATen/Functions.h>
+
+#include "data/Layout.h"
+
+namespace mb::data {
+
+Store::Store(std::shared_ptr<const Layout> layout, const StorePlan& plan,
+             std::vector<at::Tensor> tensors)
+    : layout_(std::move(layout)), samples_(plan.samples) {
+  if (!tensors.empty()) device_ = tensors.front().device();
+  tensors_ = layout_->prepareStore(plan, std::move(tensors));
+  // Counted after prepareStore: what stays resident (a layout may drop rows it read).
+  for (const auto& t : tensors_) {
+    if (t.defined()) bytes_ += t.numel() * static_cast<std::int64_t>(t.element_size());
+  }
+  // prepareStore keeps the kTargets slot: exactly the store's samples' targets, in order.
+  for (std::size_t i = 0; i < plan.reads.size(); ++i) {
+    if (plan.reads[i].role == Role::kTargets) targets_ = tensors_.at(i);
+  }
+}
+
+Batch Store::gather(const at::Tensor& local, at::ScalarType inputType) const {
+  Batch batch = layout_->gather(tensors_, local, inputType);
+  // A layout whose sample numbers are not the file's rows (graphs) sets it itself.
+  if (!batch.sampleIndex.defined()) batch.sampleIndex = local.add(samples_.begin);
+  return batch;
+}
+
+Batch Store::slice(std::int64_t begin, std::int64_t end, at::ScalarType inputType) const {
+  return gather(at::arange(begin, end, at::TensorOptions().dtype(at::kLong).device(device_)),
+                inputType);
+}
+
+at::Tensor Store::labelCounts(std::int64_t classes) const {
+  if (!targets_.defined() || targets_.numel() == 0 || targets_.scalar_type() != at::kLong)
+    return at::zeros({classes}, at::kLong);
+  return at::bincount(targets_.reshape({-1}).cpu(), {}, classes).to(at::kLong);
+}
+
+std::int64_t Store::maxLabel() const {
+  if (!targets_.defined() || targets_.numel() == 0 || targets_.scalar_type() != at::kLong)
+    return -1;
+  return targets_.max().item<std::int64_t>();
+}
+
+}  // namespace mb::data

@@ -1,0 +1,83 @@
+#pragma once
+// model.kind = lstm: one LSTM encoder per input stream (the timeframes of the `series`
+// layout, or the single [N, T, F] input of `samples`), the last layer's final hidden state of
+// every stream concatenated, then an MLP head.
+//
+// state_dict names (equal to this torch.nn module):
+//   encoders.<stream>.{weight_ih,weight_hh,bias_ih,bias_hh}_l<k>   nn.LSTM(batch_first=True)
+//   head.0.{weight,bias}, head.3.{weight,bias}   nn.Sequential(Linear, GELU, Dropout, Linear)
+//   (head.0.* alone when model.head_hidden = 0: nn.Sequential(Linear))
+//
+// Note [Stateful lanes]
+// With model.stateful, the final (h, c) of each row are kept per lane, detached (truncated
+// BPTT), and used as the initial state of that lane's next row: batch.lanes [B] names the
+// global lane of each row. The states live in the model, one [layers, lanes, hidden] fp32
+// pair per stream. The trainer sizes them to all lanes of the run on every rank
+// (setLaneCount), so their shapes agree across ranks; a rank only advances the lanes of its
+// own shards, and a checkpoint sums every rank's own lanes (Trainer::laneStates). Without
+// setLaneCount (a model used on its own) the first lane batch sizes them to its largest lane
+// id; after that the step reads no lane id on the host (no per-step sync). Which rows form a
+// lane, and when lanes restart, is Note [Lane order] (data/pipeline/GlobalOrder.h). A batch without lanes
+// runs from a zero state (evaluation); in training mode a stateful model refuses one, because
+// silently dropping the carried state would be wrong.
+//
+// Note [LSTM precision]
+// The LSTM takes its input in the weights' dtype (fp32; resident bf16 data is cast up) and
+// leaves reduced precision to autocast. On CUDA, torch::nn::LSTM runs cuDNN's fused kernel,
+// and autocast's cuDNN-RNN wrapper (ATen/cudnn/AutocastRNN.cpp) casts it to fp16 whatever the
+// autocast dtype, because ATen's cuDNN RNN does not accept bf16 (cudnn_is_acceptable); cuDNN
+// accumulates in fp32. On CPU (1.13) autocast does not cover the LSTM: it runs in fp32 and
+// the head's linears in bf16. This is what a PyTorch user gets from torch.autocast as well.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/nn/modules/container/moduledict.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/rnn.h>
+
+#include "model/Model.h"
+#include "model/ModelRegistry.h"
+#include "model/parts/Objective.h"
+
+namespace mb::model {
+
+class Lstm : public Model {
+ public:
+  Lstm(const ModelConfig& config, const data::DataInfo& info);
+
+  at::Tensor forward(const data::Batch& batch) override;
+  at::Tensor lossSum(const at::Tensor& output, const data::Batch& batch) override;
+  std::int64_t termsPerSample() const override { return objective_.termsPerSample(); }
+  NamedTensors metricSums(const at::Tensor& output, const data::Batch& batch) override;
+  std::vector<std::string> metricNames() const override { return objective_.metricNames(); }
+  std::string kind() const override { return "lstm"; }
+
+  NamedTensors extraState() const override;
+  void loadExtraState(const NamedTensors& state) override;
+  void resetState() override;
+  void setLaneCount(std::int64_t lanes) override;
+
+ private:
+  // Final hidden state of the last layer for stream `s`: [B, hidden].
+  at::Tensor encode(std::size_t s, const at::Tensor& input, const at::Tensor& lanes);
+  void growLanes(std::int64_t lanes);
+
+  std::vector<std::string> streams_;
+  std::vector<std::int64_t> features_;  // per stream
+  std::int64_t hidden_;
+  std::int64_t layers_;
+  bool stateful_;
+  Objective objective_;
+  torch::nn::ModuleDict encoders_{nullptr};
+  std::vector<torch::nn::LSTM> lstms_;  // encoders_ in stream order
+  torch::nn::Sequential head_{nullptr};
+  // Note [Stateful lanes]: per stream [layers, lanes, hidden] fp32, undefined until used.
+  std::vector<at::Tensor> laneH_;
+  std::vector<at::Tensor> laneC_;
+};
+
+// model.kind = lstm, for ModelRegistry.cpp.
+ModelKind lstmModelKind();
+
+}  // namespace mb::model
