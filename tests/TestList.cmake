@@ -28,3 +28,7 @@ else()
   set_tests_properties(style.clang_format PROPERTIES WILL_FAIL TRUE)
 endif()
 set_tests_properties(style.clang_format PROPERTIES LABELS style)
+
+# Layers: every #include in src/ runs down app -> train -> model -> data -> dist -> config ->
+# common, and no file in src/ is over 600 lines (docs/architecture.md).
+mb_add_python_test(style_layering style/test_layering.py LABEL style TIMEOUT 60)

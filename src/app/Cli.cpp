@@ -12,6 +12,7 @@
 #include "common/TorchCompat.h"
 #include "dist/Runtime.h"
 #include "megabatch/Version.h"
+#include "model/ModelRegistry.h"
 #include "train/Signals.h"
 
 namespace mb::app {
@@ -292,6 +293,7 @@ long ParsedArgs::getInt(const std::string& name, long fallback) const {
 
 int main(int argc, char** argv) {
   keepFreedHostMemory();
+  model::handKindsToConfig();
   if (argc < 2) {
     printUsage(stderr);
     return static_cast<int>(ExitCode::kUsage);

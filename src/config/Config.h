@@ -74,7 +74,7 @@ struct SplitConfig {
 
 struct DataConfig {
   std::string path;
-  std::string layout = "samples";  // a name of data::layoutKinds() (src/data/LayoutRegistry.cpp)
+  std::string layout = "samples";  // a layout's name (src/data/LayoutRegistry.cpp)
   Residency residency = Residency::kAuto;
   DType residentDtype = DType::kFp32;
   std::int64_t canonicalShards = 64;  // V: fixed at run start, stored in the checkpoint
@@ -104,7 +104,7 @@ struct GraphConfig {
 };
 
 struct ModelConfig {
-  std::string kind = "lstm";  // a name of model::modelKinds() (src/model/ModelRegistry.cpp)
+  std::string kind = "lstm";  // a model's name (src/model/ModelRegistry.cpp)
   Task task = Task::kRegression;
   LossKind loss = LossKind::kAuto;
   double huberDelta = 1.0;

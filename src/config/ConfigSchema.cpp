@@ -12,8 +12,7 @@
 
 #include "common/Error.h"
 #include "common/Strings.h"
-#include "data/LayoutRegistry.h"
-#include "model/ModelRegistry.h"
+#include "config/ConfigKinds.h"
 
 namespace mb {
 namespace {
@@ -309,7 +308,7 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("run.progress", run.progress, "auto (bar on a TTY), bar, or lines"),
       // data
       MB_FIELD("data.path", data.path, "HDF5 data file", {"file", "dataset", "data_path"}),
-      MB_CHOICE_FIELD("data.layout", data.layout, data::layoutNames,
+      MB_CHOICE_FIELD("data.layout", data.layout, layoutChoices,
                       "what a sample is in the file (docs/data-format.md)"),
       MB_FIELD("data.residency", data.residency,
                "where the rank's shard lives: auto, device, host, stream",
@@ -366,7 +365,7 @@ std::vector<ConfigField> buildFields() {
                "stream residency: items per chunk of each shard (sets the chunk-major order)",
                {"stream_chunk_shards", "chunk_items"}),
       // model
-      MB_CHOICE_FIELD("model.kind", model.kind, model::modelKindNames, "the model (docs/models.md)",
+      MB_CHOICE_FIELD("model.kind", model.kind, modelChoices, "the model (docs/models.md)",
                       {"type", "arch", "name"}),
       MB_FIELD("model.task", model.task, "regression or classification (lstm, mlp)"),
       MB_FIELD("model.loss", model.loss, "auto, mse, huber, or cross_entropy", {"criterion"}),

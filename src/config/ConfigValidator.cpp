@@ -9,8 +9,7 @@
 
 #include "common/Error.h"
 #include "common/Strings.h"
-#include "data/LayoutRegistry.h"
-#include "model/ModelRegistry.h"
+#include "config/ConfigKinds.h"
 
 namespace mb {
 namespace {
@@ -85,18 +84,16 @@ Problem somethingToTrain(const Config& c) {
 
 // The layout's and the model's own rules, and whether the model trains on the layout.
 Problem layoutRules(const Config& c) {
-  const data::LayoutKind* layout = data::findLayoutKind(c.data.layout);
+  const LayoutRules* layout = findLayoutRules(c.data.layout);
   if (layout == nullptr)
-    return "data.layout = '" + c.data.layout + "' is not one of " +
-           str::join(data::layoutNames(), "|");
+    return "data.layout = '" + c.data.layout + "' is not one of " + str::join(layoutChoices(), "|");
   return layout->checkConfig ? layout->checkConfig(c) : std::nullopt;
 }
 
 Problem modelRules(const Config& c) {
-  const model::ModelKind* kind = model::findModelKind(c.model.kind);
+  const ModelRules* kind = findModelRules(c.model.kind);
   if (kind == nullptr)
-    return "model.kind = '" + c.model.kind + "' is not one of " +
-           str::join(model::modelKindNames(), "|");
+    return "model.kind = '" + c.model.kind + "' is not one of " + str::join(modelChoices(), "|");
   const auto& layouts = kind->layouts;
   if (std::find(layouts.begin(), layouts.end(), c.data.layout) == layouts.end())
     return "model.kind = " + kind->name + " needs data.layout = " + str::join(layouts, " or ") +
@@ -105,7 +102,7 @@ Problem modelRules(const Config& c) {
 }
 
 bool isLanguageModel(const Config& c) {
-  const model::ModelKind* kind = model::findModelKind(c.model.kind);
+  const ModelRules* kind = findModelRules(c.model.kind);
   return kind != nullptr && kind->languageModel;
 }
 
@@ -126,10 +123,10 @@ Problem lossMatchesTask(const Config& c) {
 }
 
 Problem statefulModelCarriesState(const Config& c) {
-  const model::ModelKind* kind = model::findModelKind(c.model.kind);
+  const ModelRules* kind = findModelRules(c.model.kind);
   if (c.model.stateful && kind != nullptr && !kind->carriesState) {
     std::vector<std::string> stateful;
-    for (const auto& k : model::modelKinds()) {
+    for (const auto& k : configKinds().models) {
       if (k.carriesState) stateful.push_back(k.name);
     }
     return "model.stateful = true is only for model.kind = " + str::join(stateful, " or ");
@@ -168,10 +165,10 @@ Problem classWeightsSupported(const Config& c) {
   if (c.model.classWeights == ClassWeights::kNone) return std::nullopt;
   if (c.model.task != Task::kClassification)
     return "model.class_weights = balanced needs model.task = classification";
-  const model::ModelKind* kind = model::findModelKind(c.model.kind);
+  const ModelRules* kind = findModelRules(c.model.kind);
   if (kind != nullptr && !kind->classWeights) {
     std::vector<std::string> weighted;
-    for (const auto& k : model::modelKinds()) {
+    for (const auto& k : configKinds().models) {
       if (k.classWeights) weighted.push_back(k.name);
     }
     return "model.class_weights = balanced is only for model.kind = " + str::join(weighted, " or ");

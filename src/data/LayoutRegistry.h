@@ -9,6 +9,7 @@
 
 #include "common/Hdf5.h"
 #include "config/Config.h"
+#include "config/ConfigKinds.h"
 
 namespace mb::data {
 
@@ -20,9 +21,9 @@ struct ListedDataset {
   h5::DatasetInfo info;
 };
 
-// One value of data.layout.
-struct LayoutKind {
-  std::string name;     // as written in data.layout
+// One value of data.layout. Its name and config rules are the LayoutRules that config sees
+// (Note [Kinds handed down] in config/ConfigKinds.h).
+struct LayoutKind : LayoutRules {
   std::string summary;  // one line: what a sample is and which datasets hold it
   // The object that marks this layout in a file with default names ("/features").
   std::string marker;
@@ -31,9 +32,6 @@ struct LayoutKind {
   std::function<std::shared_ptr<const Layout>(hid_t file, const std::string& path,
                                               const Config& config)>
       open;
-  // The config rules of this layout (data.layout = series needs data.streams, ...): the
-  // problem, or nullopt. May be empty.
-  std::function<std::optional<std::string>(const Config& config)> checkConfig;
   // `megabatch inspect` (no config there, so default dataset names): the lines that describe
   // the file as this layout ("layout: ...\nsamples: ..."), or nullopt when it is not one.
   std::function<std::optional<std::string>(hid_t file, const std::vector<ListedDataset>& datasets)>

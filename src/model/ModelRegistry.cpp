@@ -4,6 +4,7 @@
 #include "common/Error.h"
 #include "common/Registry.h"
 #include "common/Strings.h"
+#include "data/LayoutRegistry.h"
 #include "model/kinds/Gat.h"
 #include "model/kinds/Gnn.h"
 #include "model/kinds/Gpt.h"
@@ -27,6 +28,16 @@ const ModelKind* findModelKind(const std::string& name) {
 
 std::vector<std::string> modelKindNames() {
   return registry::names(modelKinds());
+}
+
+void handKindsToConfig() {
+  ConfigKinds kinds;
+  // Each kind is copied as the part config reads (its base class).
+  for (const data::LayoutKind& layout : data::layoutKinds())
+    kinds.layouts.push_back(layout);
+  for (const ModelKind& model : modelKinds())
+    kinds.models.push_back(model);
+  installConfigKinds(std::move(kinds));
 }
 
 const ModelKind& modelKind(const std::string& name) {

@@ -12,25 +12,19 @@
 #include <vector>
 
 #include "config/Config.h"
+#include "config/ConfigKinds.h"
 #include "data/DataInfo.h"
 
 namespace mb::model {
 
 class Model;
 
-struct ModelKind {
-  std::string name;                  // as written in model.kind
-  std::string summary;               // one line for messages and docs
-  std::vector<std::string> layouts;  // the data.layout values it trains on
-  // Predicts the next token of a token stream: its loss is cross-entropy whatever model.task
-  // says, `megabatch sample` generates from it, and `megabatch predict` refuses it.
-  bool languageModel = false;
-  bool carriesState = false;  // model.stateful (lanes of hidden state) is allowed
-  bool classWeights = false;  // model.class_weights = balanced is honoured
+// One value of model.kind. Its name, the layouts it trains on, its traits and its config rules
+// are the ModelRules that config sees (Note [Kinds handed down] in config/ConfigKinds.h).
+struct ModelKind : ModelRules {
+  std::string summary;  // one line for messages and docs
   std::function<std::shared_ptr<Model>(const ModelConfig& config, const data::DataInfo& info)>
       build;
-  // The config rules of this model: the problem, or nullopt. May be empty.
-  std::function<std::optional<std::string>(const Config& config)> checkConfig;
   // Writes a trained model back into the file format it was given in (`megabatch export`).
   // Empty for the built-in models: Python loads them from the checkpoint's /model group.
   std::function<void(Model& model, const std::string& path)> exportArchive;
@@ -42,5 +36,8 @@ const ModelKind* findModelKind(const std::string& name);
 // The model `name`; throws ConfigError (exit 2) naming the known ones.
 const ModelKind& modelKind(const std::string& name);
 std::vector<std::string> modelKindNames();
+// Hands the data layouts and the models down to config (Note [Kinds handed down]): every program
+// calls it once at start-up, before it reads a config.
+void handKindsToConfig();
 
 }  // namespace mb::model

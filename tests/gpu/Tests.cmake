@@ -15,7 +15,8 @@ add_executable(megabatch_gpu_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/gpu/AutocastTest.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/gpu/DeviceDataTest.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/gpu/CheckpointDevicesTest.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/gpu/HostSyncTest.cpp)
+  ${CMAKE_CURRENT_SOURCE_DIR}/gpu/HostSyncTest.cpp
+  ${MB_TEST_SUPPORT_SOURCES})
 target_link_libraries(megabatch_gpu_tests PRIVATE megabatch_core GTest::gtest)
 target_include_directories(megabatch_gpu_tests PRIVATE ${PROJECT_SOURCE_DIR})
 megabatch_warnings(megabatch_gpu_tests)

@@ -1,5 +1,5 @@
 # Trainer tests (issue #5).
-add_executable(megabatch_optimizer_reference tools/OptimizerReference.cpp)
+add_executable(megabatch_optimizer_reference tools/OptimizerReference.cpp ${MB_TEST_SUPPORT_SOURCES})
 target_link_libraries(megabatch_optimizer_reference PRIVATE megabatch_core)
 target_include_directories(megabatch_optimizer_reference PRIVATE ${PROJECT_SOURCE_DIR})  # tests/support
 megabatch_warnings(megabatch_optimizer_reference)
