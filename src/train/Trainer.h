@@ -1,7 +1,10 @@
 #pragma once
 // The training loop (read Trainer::run() from top to bottom). It ties together the resident
 // data (src/data), the model (src/model), the gradient reducer (src/dist), the optimizer,
-// checkpoints, metrics, and preemption signals.
+// checkpoints, metrics, and preemption signals. Its methods live in three files: the step loop
+// (Trainer.cpp), the run's start (TrainerStart.cpp), and what runs between steps on a schedule:
+// logging, evaluation, checkpoints (TrainerSchedule.cpp).
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -54,7 +57,13 @@ class Trainer {
     std::int64_t samples = 0;
     at::Tensor loss;  // this rank's share of the step's global mean loss (device, 0-d)
   };
-  struct Window;  // rolling statistics between log lines
+  // Rolling statistics between two log lines.
+  struct Window {
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    std::int64_t steps = 0;
+    std::int64_t samples = 0;
+    at::Tensor lossSum;  // sum over steps of this rank's normalised loss contribution
+  };
   // A finished step whose gradient norm the host has not read yet (Note [Step checks]).
   struct PendingCheck {
     std::int64_t step = 0;

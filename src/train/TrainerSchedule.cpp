@@ -1,0 +1,282 @@
+// What happens between steps on a schedule: log lines and metrics records, evaluation and early
+// stopping, checkpoints (with the stateful lanes' states they carry).
+#include "train/Trainer.h"
+
+#include <chrono>
+#include <cmath>
+
+#include <ATen/Functions.h>
+#include <torch/nn/module.h>
+
+#include "common/Error.h"
+#include "common/Log.h"
+#include "common/Strings.h"
+#include "config/ConfigLoader.h"
+#include "config/ConfigSchema.h"
+#include "data/ShardedData.h"
+#include "dist/Agreement.h"
+#include "dist/GradientReducer.h"
+#include "dist/Runtime.h"
+#include "model/Model.h"
+#include "model/StateDict.h"
+#include "train/Evaluation.h"
+#include "train/GpuUtilisation.h"
+#include "train/Metrics.h"
+#include "train/Optimizer.h"
+#include "train/StepPhases.h"
+
+namespace mb::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+spdlog::logger& logger() {
+  return log::get("train");
+}
+
+}  // namespace
+
+void Trainer::logStep(const StepResult& step, Window& window, bool force) {
+  window.steps += 1;
+  window.samples += step.samples;
+  window.lossSum = window.lossSum.defined() ? window.lossSum + step.loss : step.loss.clone();
+  if (!force && state_.step % config_.run.logEvery != 0) return;
+  settleStepChecks();
+
+  // One host sync and one small all-reduce per log line, never per step.
+  at::Tensor loss = window.lossSum.to(at::kCPU, at::kDouble).reshape({1});
+  control_.allReduce(loss, dist::ReduceOp::kSum, "metrics");
+  const double meanLoss = loss.item<double>() / static_cast<double>(window.steps);
+  const double elapsed = std::max(secondsSince(window.start), 1e-9);
+  const double samplesPerSecond = static_cast<double>(window.samples) / elapsed;
+  const double stepSeconds = elapsed / static_cast<double>(window.steps);
+  const PhaseSeconds phases = phases_->collect();  // Note [Step phases]
+  const double steps = static_cast<double>(window.steps);
+  const double dataShare = phases.data / elapsed;
+  const double commShare = phases.communication / elapsed;
+  const std::string split = fmt::format("data {:.0f}% fwd-bwd {:.0f}% comm {:.0f}% opt {:.0f}%",
+                                        100 * dataShare, 100 * phases.forwardBackward / elapsed,
+                                        100 * commShare, 100 * phases.optimizer / elapsed);
+  // Note [GPU utilisation]: rank 0 on CUDA; negative when there is none to report.
+  std::optional<double> sampled = gpuUtilisation_ ? gpuUtilisation_->sinceLastCall() : std::nullopt;
+  const double utilisation = sampled.value_or(-1.0);
+  const std::string utilisationPart = utilisation >= 0 ? utilisationText(utilisation, split) : "";
+  const double memoryMb = static_cast<double>(processMemoryBytes()) / (1 << 20);
+  const double remaining = static_cast<double>(totalSteps_ - state_.step) * stepSeconds;
+  const bool tokens = data_->info().countsTokens;
+  const double tokensPerSecond =
+      tokens ? samplesPerSecond * static_cast<double>(model_->termsPerSample()) : 0;
+  if (metrics_) {
+    JsonRecord record;
+    record.add("event", "train")
+        .add("step", state_.step)
+        .add("epoch", state_.epoch)
+        .add("split", "train");
+    record.add("loss", meanLoss)
+        .add("lr", learningRate(config_.optim, state_.step - 1, totalSteps_));
+    record.add("samples_per_s", samplesPerSecond);
+    if (tokens) record.add("tokens_per_s", tokensPerSecond);
+    record.add("step_time_s", stepSeconds).add("data_time_s", phases.data / steps);
+    record.add("fwd_bwd_time_s", phases.forwardBackward / steps)
+        .add("comm_time_s", phases.communication / steps)
+        .add("optimizer_time_s", phases.optimizer / steps);
+    record.add("mem_mb", memoryMb);
+    if (utilisation >= 0) record.add("gpu_util", utilisation);
+    for (const auto& [name, value] : model_->statistics())
+      record.add(name, value);
+    record.add("grad_norm", lastGradNorm_).add("skipped_steps", skippedInWindow_);
+    record.add("time", static_cast<double>(std::time(nullptr)));
+    metrics_->write(record);
+  }
+  progress_->setLoss(meanLoss);
+  const double percent =
+      100.0 * static_cast<double>(state_.step) / static_cast<double>(totalSteps_);
+  logger().info(
+      "step {}/{} ({:.0f}%) | loss {:.5g} | lr {:.3g} | {:.0f} samples/s{} | step {:.1f} ms ({}){} "
+      "| eta {} | mem {}",
+      state_.step, totalSteps_, percent, meanLoss,
+      learningRate(config_.optim, state_.step - 1, totalSteps_), samplesPerSecond,
+      tokens ? fmt::format(" | {:.0f} tokens/s", tokensPerSecond) : std::string(),
+      1000.0 * stepSeconds, split, utilisationPart, str::humanDuration(remaining),
+      str::humanBytes(static_cast<double>(processMemoryBytes())));
+  // Rank 0 speaks for the job, on the first slow window and then every 20th, so SLURM logs stay
+  // readable.
+  const bool slowData = dataShare > 0.10;
+  const bool slowComm = commShare > 0.10 && runtime_.size() > 1;
+  if (isRoot() && (slowData || slowComm) && slowWindows_++ % 20 == 0) {
+    if (slowData)
+      logger().warn(
+          "input pipeline: data time is {:.0f}% of step time; the model waits for batches "
+          "(use data.residency=device or host rather than stream, or give each rank more threads)",
+          100 * dataShare);
+    if (slowComm)
+      logger().warn(
+          "communication: waiting for gradients takes {:.0f}% of step time (a slower rank, or the "
+          "network: try a larger per-rank batch, dist.grad_dtype=bf16, or fewer ranks per node)",
+          100 * commShare);
+  }
+  window = Window();
+  skippedInWindow_ = 0;
+}
+
+// Rank 0 on CUDA: " | gpu 64%", and a warning when the utilisation stays under
+// train.gpu_util_warn (StarvationWatch: two judged log windows in a row, the first window not
+// judged, then every 20th).
+std::string Trainer::utilisationText(double utilisation, const std::string& split) {
+  if (starvation_.observe(utilisation))
+    logger().warn(
+        "GPU utilisation is {:.0f}%, under train.gpu_util_warn = {:g}% for {} log windows: the GPU "
+        "waits for the host (step time: {}). Try a larger train.global_batch, "
+        "data.residency=device, fewer ranks per GPU, or train.precision=bf16",
+        utilisation, config_.train.gpuUtilWarn, starvation_.lowWindows(), split);
+  return fmt::format(" | gpu {:.0f}%", utilisation);
+}
+
+void Trainer::logModelStatistics() const {
+  std::vector<std::pair<std::string, double>> statistics = model_->statistics();
+  if (statistics.empty()) return;
+  std::string text;
+  for (const auto& [name, value] : statistics)
+    text += fmt::format("{}{} {:g}", text.empty() ? "" : ", ", name, value);
+  logger().info("epoch {} model: {}", state_.epoch, text);
+}
+
+std::map<std::string, double> Trainer::evaluate(data::Split split) {
+  auto start = Clock::now();
+  dist::averageBuffers(*dataComm_, *model_);  // Note [Buffers across ranks]
+  EvalOptions options;
+  options.microBatch = microBatch_;
+  options.precision = config_.train.precision;
+  if (config_.train.evalBatches > 0)
+    options.maxSamplesPerRank =
+        (config_.train.evalBatches * config_.train.globalBatch + runtime_.size() - 1) /
+        runtime_.size();
+  std::map<std::string, double> results =
+      evaluateSplit(*model_, *data_, split, control_, device_, options);
+  const std::string prefix = std::string(data::toString(split)) + "_";
+  const auto samples = static_cast<std::int64_t>(results[prefix + "samples"]);
+  results.erase(prefix + "samples");
+  if (metrics_) {
+    JsonRecord record;
+    record.add("event", "eval")
+        .add("step", state_.step)
+        .add("epoch", state_.epoch)
+        .add("split", data::toString(split));
+    record.add("samples", samples);
+    for (const auto& [name, value] : results)
+      record.add(name.substr(prefix.size()), value);
+    record.add("eval_time_s", secondsSince(start))
+        .add("time", static_cast<double>(std::time(nullptr)));
+    metrics_->write(record);
+  }
+  std::string line;
+  for (const auto& [name, value] : results)
+    line += fmt::format(" | {} {:.5g}", name, value);
+  logger().info("eval at step {} on {} {} samples{} ({:.1f} s)", state_.step, samples,
+                data::toString(split), line, secondsSince(start));
+  return results;
+}
+
+bool Trainer::afterEvaluation(const std::map<std::string, double>& metrics) {
+  const auto& rule = config_.train.earlyStopping;
+  auto it = metrics.find(rule.metric);
+  if (it == metrics.end()) {
+    logger().warn(
+        "train.early_stopping.metric = {} is not among the evaluation metrics; best.h5 is not kept",
+        rule.metric);
+    return false;
+  }
+  const double value = it->second;
+  const bool minimise = rule.mode == MetricMode::kMin;
+  const bool improved =
+      std::isnan(state_.bestMetric) || (minimise ? value < state_.bestMetric - rule.minDelta
+                                                 : value > state_.bestMetric + rule.minDelta);
+  if (improved && std::isfinite(value)) {
+    state_.bestMetric = value;
+    state_.bestStep = state_.step;
+    state_.evalsWithoutImprovement = 0;
+    NamedTensors extra = laneStates();
+    CheckpointContent content;
+    if (isRoot()) content = snapshot(std::move(extra));
+    dist::agreed(control_, "writing best.h5", [&] {
+      if (isRoot()) checkpoints_->saveBest(content);
+    });
+    logger().info("new best {} = {:.6g} at step {}: saved {}", rule.metric, value, state_.step,
+                  checkpoints_->bestPath());
+    return false;
+  }
+  ++state_.evalsWithoutImprovement;
+  if (rule.patience > 0 && state_.evalsWithoutImprovement >= rule.patience) {
+    logger().info(
+        "early stopping at step {}: {} has not improved for {} evaluations (best {:.6g} at step "
+        "{}, "
+        "kept in {})",
+        state_.step, rule.metric, state_.evalsWithoutImprovement, state_.bestMetric,
+        state_.bestStep, checkpoints_->bestPath());
+    return true;
+  }
+  return false;
+}
+
+CheckpointContent Trainer::snapshot(NamedTensors extra) const {
+  CheckpointContent content;
+  content.trainer = state_;
+  content.model = model::stateDict(*model_);
+  content.optimizer = optimizer_->state();
+  content.optimizerSteps = optimizer_->stepCount();
+  content.optimizerKind = toString(config_.optim.name);
+  content.extra = std::move(extra);
+  content.configYaml = configToYaml(config_);
+  content.dataFingerprint = data_->info().fingerprint;
+  content.dataInfoYaml = data::modelSpecToYaml(data_->info());
+  content.lr = currentLr();
+  content.worldSize = runtime_.size();
+  return content;
+}
+
+void Trainer::saveCheckpoint(const char* reason) {
+  settleStepChecks();  // the checkpoint's bad-step count must include every finished step
+  auto start = Clock::now();
+  dist::averageBuffers(*dataComm_, *model_);  // Note [Buffers across ranks]
+  std::string path;
+  NamedTensors extra = laneStates();
+  dist::agreed(control_, "writing a checkpoint", [&] {
+    if (isRoot()) path = checkpoints_->save(snapshot(std::move(extra)));
+  });
+  lastCheckpointStep_ = state_.step;
+  logger().info("checkpoint ({}) at step {}: {} in {:.2f} s", reason, state_.step, path,
+                secondsSince(start));
+}
+
+std::int64_t Trainer::laneCount() const {
+  return data_->order().numLanes();
+}
+
+void Trainer::restartLanes() {
+  model_->resetState();
+  model_->setLaneCount(laneCount());
+}
+
+// Note [Stateful lanes] (model/kinds/Lstm.h): every rank holds all lanes' states but advances only
+// its own, so the others are zero, or stale copies broadcast at a resume. Each rank therefore
+// contributes just its own lanes to a sum, which leaves the full set everywhere without
+// double counting; the model's own states stay as they are.
+NamedTensors Trainer::laneStates() {
+  NamedTensors states = model_->extraState();
+  if (laneCount() == 0) return states;
+  data::ItemRange own = data_->order().lanesOfShards(data::GlobalOrder::shardsOfRank(
+      data_->order().numShards(), runtime_.rank(), runtime_.size()));
+  for (auto& [name, state] : states) {
+    at::Tensor sum = at::zeros_like(state);  // [layers, lanes, hidden]
+    sum.narrow(1, own.begin, own.size()).copy_(state.narrow(1, own.begin, own.size()));
+    dataComm_->allReduce(sum, dist::ReduceOp::kSum, "lane state " + name);
+    state = sum;
+  }
+  return states;
+}
+
+}  // namespace mb::train
