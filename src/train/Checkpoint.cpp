@@ -1,18 +1,11 @@
 #include "train/Checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <cerrno>
-#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <filesystem>
-#include <fstream>
 #include <memory>
-#include <regex>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -27,47 +20,12 @@
 #include "common/Strings.h"
 #include "common/TorchCompat.h"
 #include "megabatch/Version.h"
+#include "train/DurableFile.h"
 
 namespace mb::train {
-namespace fs = std::filesystem;
 namespace {
 
 constexpr ExitCode kCode = ExitCode::kCheckpoint;
-
-void fsyncPath(const std::string& path, bool directory) {
-  int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0)
-    throw CheckpointError("cannot open " + path + " to flush it: " + std::strerror(errno));
-  int status = ::fsync(fd);
-  int error = errno;
-  ::close(fd);
-  if (status != 0) throw CheckpointError("fsync of " + path + " failed: " + std::strerror(error));
-}
-
-std::string parentOf(const std::string& path) {
-  fs::path parent = fs::path(path).parent_path();
-  return parent.empty() ? "." : parent.string();
-}
-
-// What to do about a failed write of `path` (errno `error`, 0 if unknown).
-std::string writeHint(const std::string& path, int error) {
-  const std::string dir = parentOf(path);
-  std::error_code ec;
-  auto space = fs::space(dir, ec);
-  if (error == ENOSPC || error == EDQUOT || (error == 0 && !ec && space.available < (64u << 20)))
-    return "the disk holding " + dir +
-           " is full: free space there (old runs, a smaller run.keep_last) or set "
-           "run.dir to a larger disk, then re-run the same command to resume";
-  return "check that " + dir + " is writable and has free space";
-}
-
-// Moves `tmp` over `path` and makes the rename durable.
-void commitFile(const std::string& tmp, const std::string& path) {
-  fsyncPath(tmp, false);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw CheckpointError("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
-  fsyncPath(parentOf(path), true);
-}
 
 std::string nowText() {
   std::time_t now = std::time(nullptr);
@@ -284,60 +242,7 @@ FileImage buildImage(const std::string& path, const CheckpointContent& content) 
   return out;
 }
 
-// Writes `bytes` to a new file at `path` and fsyncs it; on failure removes it and throws with
-// errno's text.
-void writeBytes(const std::string& path, const char* bytes, std::size_t count) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw CheckpointError("cannot create " + path + ": " + std::strerror(errno),
-                          writeHint(path, errno));
-  std::size_t done = 0;
-  int error = 0;
-  while (done < count && error == 0) {
-    ssize_t n = ::write(fd, bytes + done, count - done);
-    if (n > 0)
-      done += static_cast<std::size_t>(n);
-    else if (n < 0 && errno != EINTR)
-      error = errno;
-  }
-  if (error == 0 && ::fsync(fd) != 0) error = errno;
-  if (::close(fd) != 0 && error == 0) error = errno;
-  if (error != 0) {
-    ::unlink(path.c_str());
-    throw CheckpointError("cannot write " + path + " (" + std::to_string(done) + " of " +
-                              std::to_string(count) + " bytes written): " + std::strerror(error),
-                          writeHint(path, error));
-  }
-}
-
-std::int64_t stepOfFile(const std::string& name) {
-  static const std::regex pattern("step-([0-9]{8,})\\.h5");
-  std::smatch match;
-  if (!std::regex_match(name, match, pattern)) return -1;
-  return std::stoll(match[1]);
-}
-
 }  // namespace
-
-void writeFileAtomically(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw CheckpointError("cannot write " + tmp + " (disk full or not writable?)",
-                            writeHint(tmp, 0));
-    }
-  }
-  try {
-    commitFile(tmp, path);
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
-  }
-}
 
 void writeCheckpointFile(const std::string& path, const CheckpointContent& content) {
   std::string tmp = path + ".tmp";
@@ -347,7 +252,7 @@ void writeCheckpointFile(const std::string& path, const CheckpointContent& conte
       std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
       image = buildImage(tmp, content);
     }
-    writeBytes(tmp, image.data.get(), image.size);
+    writeBytesDurably(tmp, image.data.get(), image.size);
     commitFile(tmp, path);
   } catch (const Error& error) {
     std::remove(tmp.c_str());
@@ -440,113 +345,6 @@ std::string describeCheckpoint(const std::string& path) {
       out << "    " << name << " " << t.sizes() << "\n";
   }
   return out.str();
-}
-
-CheckpointDirectory::CheckpointDirectory(std::string runDir, std::int64_t keepLast)
-    : dir_((fs::path(runDir) / "checkpoints").string()), keepLast_(keepLast) {}
-
-std::string CheckpointDirectory::stepPath(std::int64_t step) const {
-  return (fs::path(dir_) / ("step-" + str::pad(step, 8) + ".h5")).string();
-}
-
-std::string CheckpointDirectory::bestPath() const {
-  return (fs::path(dir_) / "best.h5").string();
-}
-
-std::string CheckpointDirectory::save(const CheckpointContent& content) {
-  fs::create_directories(dir_);
-  std::string path = stepPath(content.trainer.step);
-  writeCheckpointFile(path, content);
-  writeFileAtomically((fs::path(dir_) / "latest").string(),
-                      fs::path(path).filename().string() + "\n");
-  prune(fs::path(path).filename().string());
-  return path;
-}
-
-void CheckpointDirectory::saveBest(const CheckpointContent& content) {
-  fs::create_directories(dir_);
-  writeCheckpointFile(bestPath(), content);
-}
-
-std::vector<std::string> CheckpointDirectory::stepFiles() const {
-  std::vector<std::pair<std::int64_t, std::string>> found;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
-    std::string name = entry.path().filename().string();
-    std::int64_t step = stepOfFile(name);
-    if (step >= 0) found.emplace_back(step, entry.path().string());
-  }
-  std::sort(found.begin(), found.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::vector<std::string> files;
-  for (auto& [step, path] : found)
-    files.push_back(path);
-  return files;
-}
-
-std::vector<std::string> CheckpointDirectory::removeUnfinishedWrites() const {
-  std::vector<std::string> removed;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
-    if (entry.path().extension() != ".tmp") continue;
-    std::error_code removeError;
-    fs::remove(entry.path(), removeError);
-    if (removeError) {
-      log::get("ckpt").warn("could not remove unfinished write {}: {}", entry.path().string(),
-                            removeError.message());
-      continue;
-    }
-    log::get("ckpt").warn(
-        "removed {}, left by a write that did not finish (a killed or crashed run)",
-        entry.path().string());
-    removed.push_back(entry.path().string());
-  }
-  return removed;
-}
-
-std::string readLatestName(const std::string& dir) {
-  std::ifstream in((fs::path(dir) / "latest").string());
-  std::string name;
-  std::getline(in, name);
-  return str::trim(name);
-}
-
-void CheckpointDirectory::prune(const std::string& keep) {
-  std::vector<std::string> files = stepFiles();
-  for (std::size_t i = static_cast<std::size_t>(keepLast_); i < files.size(); ++i) {
-    if (fs::path(files[i]).filename() == keep) continue;
-    std::error_code ec;
-    fs::remove(files[i], ec);
-    if (ec) log::get("ckpt").warn("could not remove old checkpoint {}: {}", files[i], ec.message());
-  }
-}
-
-std::optional<std::pair<std::string, CheckpointContent>> CheckpointDirectory::loadNewest() const {
-  std::vector<std::string> candidates;
-  std::string latest = readLatestName(dir_);
-  if (!latest.empty()) candidates.push_back((fs::path(dir_) / latest).string());
-  for (const auto& file : stepFiles()) {
-    if (std::find(candidates.begin(), candidates.end(), file) == candidates.end())
-      candidates.push_back(file);
-  }
-  if (candidates.empty()) return std::nullopt;
-  std::vector<std::string> failures;
-  for (const auto& path : candidates) {
-    try {
-      CheckpointContent content = readCheckpointFile(path);
-      if (!failures.empty())
-        log::get("ckpt").warn("falling back to {} (the newer checkpoint could not be loaded)",
-                              path);
-      return std::make_pair(path, std::move(content));
-    } catch (const Error& error) {
-      log::get("ckpt").warn("{}", error.message());
-      failures.push_back(path);
-    }
-  }
-  throw CheckpointError(
-      "no checkpoint in " + dir_ + " can be loaded (" + std::to_string(failures.size()) +
-          " tried: " + str::join(failures, ", ") + ")",
-      "move the damaged files away to start over, or set run.resume to a good checkpoint");
 }
 
 }  // namespace mb::train

@@ -15,11 +15,7 @@
 //                                         saved_at, optimizer, optimizer_steps, lr
 // The file uses HDF5's newest format, whose metadata carries checksums; datasets carry
 // Fletcher32. Loading reads every dataset, so a flipped bit or a truncated file is detected.
-//
-// Note [Atomic checkpoint writes]
-// A checkpoint is written to NAME.tmp, fsynced, renamed to NAME, and the directory fsynced;
-// only then is `latest` replaced the same way. A crash or full disk at any point leaves the
-// previous checkpoint and the previous `latest` intact. Nothing executes code from the file.
+// Files are written by Note [Atomic checkpoint writes] (DurableFile.h).
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -78,43 +74,5 @@ CheckpointContent readCheckpointFile(const std::string& path);
 bool isCheckpointFile(const std::string& path);
 // Human-readable description for `megabatch inspect`.
 std::string describeCheckpoint(const std::string& path);
-
-// The checkpoints/ directory of a run: step-<8 digits>.h5 files, `latest`, best.h5.
-class CheckpointDirectory {
- public:
-  CheckpointDirectory(std::string runDir, std::int64_t keepLast);
-
-  const std::string& path() const { return dir_; }
-  std::string stepPath(std::int64_t step) const;
-  std::string bestPath() const;
-
-  // Writes step-N.h5, points `latest` at it, and removes step files beyond keep_last.
-  std::string save(const CheckpointContent& content);
-  void saveBest(const CheckpointContent& content);
-
-  // Deletes the *.tmp files of writes that never finished (a rank killed mid-write); they are
-  // never loaded, but each can be as large as a checkpoint. Returns their paths.
-  std::vector<std::string> removeUnfinishedWrites() const;
-
-  // Step files present, newest first.
-  std::vector<std::string> stepFiles() const;
-  // The newest checkpoint that loads: `latest` first, then older step files, each failure
-  // logged as a warning naming the file. nullopt when the directory has no checkpoints;
-  // CheckpointError when some exist but none loads.
-  std::optional<std::pair<std::string, CheckpointContent>> loadNewest() const;
-
- private:
-  void prune(const std::string& keep);
-
-  std::string dir_;
-  std::int64_t keepLast_;
-};
-
-// Writes `text` to `path` atomically (tmp, fsync, rename, fsync dir).
-void writeFileAtomically(const std::string& path, const std::string& text);
-
-// The file name that `dir`/latest names (the newest complete checkpoint there); "" when the
-// pointer is missing, unreadable or empty.
-std::string readLatestName(const std::string& dir);
 
 }  // namespace mb::train

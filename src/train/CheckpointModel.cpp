@@ -13,6 +13,7 @@
 #include "data/DataInfo.h"
 #include "model/Model.h"
 #include "model/StateDict.h"
+#include "train/CheckpointDirectory.h"
 
 namespace mb::train {
 namespace fs = std::filesystem;

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "common/Error.h"
-#include "train/Checkpoint.h"
+#include "train/DurableFile.h"
 
 namespace mb::train {
 namespace {

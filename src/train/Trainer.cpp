@@ -23,6 +23,8 @@
 #include "dist/Runtime.h"
 #include "dist/Watchdog.h"
 #include "model/Model.h"
+#include "train/CheckpointDirectory.h"
+#include "train/DurableFile.h"
 #include "train/Metrics.h"
 #include "train/Optimizer.h"
 #include "train/Precision.h"

@@ -35,6 +35,7 @@ class Model;
 
 namespace mb::train {
 
+class CheckpointDirectory;
 class MetricsWriter;
 class Optimizer;
 class PhaseClock;

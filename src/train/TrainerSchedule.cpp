@@ -19,6 +19,7 @@
 #include "dist/Runtime.h"
 #include "model/Model.h"
 #include "model/StateDict.h"
+#include "train/CheckpointDirectory.h"
 #include "train/Evaluation.h"
 #include "train/GpuUtilisation.h"
 #include "train/Metrics.h"

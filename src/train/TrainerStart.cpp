@@ -18,6 +18,7 @@
 #include "dist/GradientReducer.h"
 #include "dist/Runtime.h"
 #include "model/Model.h"
+#include "train/CheckpointDirectory.h"
 #include "train/CheckpointModel.h"
 #include "train/GpuUtilisation.h"
 #include "train/Optimizer.h"

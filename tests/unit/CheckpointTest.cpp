@@ -13,6 +13,7 @@
 #include "common/Hdf5.h"
 #include "tests/support/Device.h"
 #include "train/Checkpoint.h"
+#include "train/CheckpointDirectory.h"
 
 namespace mb::train {
 namespace {

@@ -1,0 +1,48 @@
+#pragma once
+// The checkpoints/ folder of a run (DESIGN.md "Run directory"): step-<8 digits>.h5 files, the
+// `latest` pointer, best.h5; which to keep, and which to resume from.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "train/Checkpoint.h"
+
+namespace mb::train {
+
+class CheckpointDirectory {
+ public:
+  CheckpointDirectory(std::string runDir, std::int64_t keepLast);
+
+  const std::string& path() const { return dir_; }
+  std::string stepPath(std::int64_t step) const;
+  std::string bestPath() const;
+
+  // Writes step-N.h5, points `latest` at it, and removes step files beyond keep_last.
+  std::string save(const CheckpointContent& content);
+  void saveBest(const CheckpointContent& content);
+
+  // Deletes the *.tmp files of writes that never finished (a rank killed mid-write); they are
+  // never loaded, but each can be as large as a checkpoint. Returns their paths.
+  std::vector<std::string> removeUnfinishedWrites() const;
+
+  // Step files present, newest first.
+  std::vector<std::string> stepFiles() const;
+  // The newest checkpoint that loads: `latest` first, then older step files, each failure
+  // logged as a warning naming the file. nullopt when the directory has no checkpoints;
+  // CheckpointError when some exist but none loads.
+  std::optional<std::pair<std::string, CheckpointContent>> loadNewest() const;
+
+ private:
+  void prune(const std::string& keep);
+
+  std::string dir_;
+  std::int64_t keepLast_;
+};
+
+// The file name that `dir`/latest names (the newest complete checkpoint there); "" when the
+// pointer is missing, unreadable or empty.
+std::string readLatestName(const std::string& dir);
+
+}  // namespace mb::train
