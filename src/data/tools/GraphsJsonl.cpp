@@ -1,4 +1,4 @@
-// megabatch data graphs / synth-graphs: graph datasets in the `graphs` layout
+// megabatch data graphs: JSON-lines graphs (and labels by id) to the `graphs` layout
 // (data/layouts/GraphsLayout.h; docs/data-format.md "graphs").
 #include <algorithm>
 #include <cmath>
@@ -15,8 +15,8 @@
 #include "common/Error.h"
 #include "common/Hdf5.h"
 #include "data/pipeline/GlobalOrder.h"
+#include "data/tools/GraphArrays.h"
 #include "data/tools/Json.h"
-#include "data/tools/Random.h"
 #include "data/tools/ToolOutput.h"
 #include "data/tools/Tools.h"
 
@@ -30,27 +30,6 @@ constexpr const char* kSkipHint =
 // A line that cannot become a graph or a label: why, in words.
 struct BadLine : std::runtime_error {
   using std::runtime_error::runtime_error;
-};
-
-// Everything the layout stores, built up graph by graph.
-struct GraphArrays {
-  std::vector<std::int64_t> nodeOffsets{0}, edgeOffsets{0};
-  std::int64_t featureWidth = -1;  // F; -1: no /node_features
-  std::vector<float> features;     // [N_nodes * F]
-  bool hasTypes = false;
-  std::vector<std::int32_t> types;             // [N_nodes]
-  std::vector<std::string> typeNames;          // vocabulary: type id -> name
-  std::vector<std::int64_t> sources, targets;  // [E] local ids
-  std::int64_t edgeWidth = -1;                 // F_e; -1: no /edge_features
-  std::vector<float> edgeFeatures;             // [E * F_e]
-  std::vector<std::string> ids;                // [G]
-  bool classification = true;
-  std::vector<std::int64_t> classes;    // [G] (classification)
-  std::vector<std::string> classNames;  // when labels were names
-  std::int64_t labelWidth = 0;          // regression: 0 = [G], K = [G, K]
-  std::vector<float> values;            // [G * max(K, 1)] (regression)
-
-  std::int64_t graphs() const { return static_cast<std::int64_t>(ids.size()); }
 };
 
 // --- parsing one graph -------------------------------------------------------------------
@@ -413,152 +392,6 @@ void assignLabels(GraphArrays& a, std::vector<GraphLine>& kept, const std::strin
   kept = std::move(good);
 }
 
-// --- writing ------------------------------------------------------------------------------
-
-template <class T>
-at::Tensor tensorOf(const std::vector<T>& values, at::ScalarType type,
-                    std::vector<std::int64_t> shape) {
-  at::Tensor out = at::empty(shape, type);
-  std::copy(values.begin(), values.end(), out.data_ptr<T>());
-  return out;
-}
-
-void writeDatasets(hid_t file, const GraphArrays& a, const h5::WriteOptions& options) {
-  constexpr ExitCode code = ExitCode::kFailure;
-  const std::int64_t graphs = a.graphs();
-  const std::int64_t nodes = a.nodeOffsets.back();
-  const std::int64_t edges = a.edgeOffsets.back();
-  h5::writeTensor(file, "node_offsets", tensorOf(a.nodeOffsets, at::kLong, {graphs + 1}), options,
-                  code);
-  h5::writeTensor(file, "edge_offsets", tensorOf(a.edgeOffsets, at::kLong, {graphs + 1}), options,
-                  code);
-  if (a.featureWidth > 0)
-    h5::writeTensor(file, "node_features",
-                    tensorOf(a.features, at::kFloat, {nodes, a.featureWidth}), options, code);
-  if (a.hasTypes) {
-    h5::writeTensor(file, "node_type", tensorOf(a.types, at::kInt, {nodes}), options, code);
-    h5::Handle types = h5::openDataset(file, "node_type", code);
-    h5::writeAttribute(types.get(), "vocab_size", static_cast<std::int64_t>(a.typeNames.size()),
-                       code);
-    h5::writeTensor(file, "node_type_names", textRows(a.typeNames), {}, code);
-  }
-  std::vector<std::int64_t> index(a.sources);
-  index.insert(index.end(), a.targets.begin(), a.targets.end());
-  h5::writeTensor(file, "edge_index", tensorOf(index, at::kLong, {2, edges}), options, code);
-  if (a.edgeWidth > 0)
-    h5::writeTensor(file, "edge_features",
-                    tensorOf(a.edgeFeatures, at::kFloat, {edges, a.edgeWidth}), options, code);
-  if (a.classification) {
-    h5::writeTensor(file, "label", tensorOf(a.classes, at::kLong, {graphs}), options, code);
-    if (!a.classNames.empty())
-      h5::writeTensor(file, "label_names", textRows(a.classNames), {}, code);
-  } else {
-    std::vector<std::int64_t> shape{graphs};
-    if (a.labelWidth > 0) shape.push_back(a.labelWidth);
-    h5::writeTensor(file, "label", tensorOf(a.values, at::kFloat, shape), options, code);
-  }
-  h5::writeTensor(file, "graph_id", textRows(a.ids), options, code);
-  h5::writeAttribute(file, "layout", std::string("graphs"), code);
-}
-
-// Writes `out` through OUT.tmp and a rename: a failure leaves no file (nothing half written).
-void writeGraphsFile(const std::string& out, const GraphArrays& a, const WriteSettings& write,
-                     const std::vector<std::pair<std::string, std::string>>& attributes) {
-  const std::string tmp = out + ".tmp";
-  try {
-    constexpr ExitCode code = ExitCode::kFailure;
-    h5::Handle file = h5::createFile(tmp, false, code);
-    writeDatasets(file.get(), a, writeOptions(write));
-    for (const auto& [name, value] : attributes)
-      h5::writeAttribute(file.get(), name, value, code);
-    file.close(code, tmp);
-    std::filesystem::rename(tmp, out);
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw;
-  }
-}
-
-void fillReport(GraphsReport& report, const GraphArrays& a) {
-  report.graphs = a.graphs();
-  report.nodes = a.nodeOffsets.back();
-  report.edges = a.edgeOffsets.back();
-  report.nodeFeatures = std::max<std::int64_t>(0, a.featureWidth);
-  report.nodeTypes = static_cast<std::int64_t>(a.typeNames.size());
-  report.edgeFeatures = std::max<std::int64_t>(0, a.edgeWidth);
-  report.task = a.classification ? "classification" : "regression";
-  if (a.classification) {
-    for (std::int64_t c : a.classes) {
-      if (c >= static_cast<std::int64_t>(report.classCounts.size()))
-        report.classCounts.resize(static_cast<std::size_t>(c + 1), 0);
-      ++report.classCounts[c];
-    }
-  }
-  report.classNames = a.classNames;
-}
-
-GraphArrays reorder(const GraphArrays& a, const std::vector<std::int64_t>& order);
-
-}  // namespace
-
-std::string GraphsReport::summary() const {
-  std::ostringstream text;
-  text << graphs << " graphs, " << nodes << " nodes, " << edges << " edges; node inputs: ";
-  if (nodeFeatures > 0) text << nodeFeatures << " features";
-  if (nodeFeatures > 0 && nodeTypes > 0) text << " + ";
-  if (nodeTypes > 0) text << nodeTypes << " node types";
-  if (edgeFeatures > 0) text << "; " << edgeFeatures << " edge features";
-  text << "; " << task;
-  if (!classCounts.empty()) {
-    text << ", graphs per class:";
-    for (std::size_t c = 0; c < classCounts.size(); ++c)
-      text << " " << c << (c < classNames.size() ? "=" + classNames[c] : "") << ": "
-           << classCounts[c];
-  }
-  if (skipped > 0) text << "\nskipped " << skipped << " bad line(s) (--skip-bad)";
-  for (const auto& note : notes)
-    text << "\n  " << note;
-  return text.str();
-}
-
-namespace {
-
-GraphArrays reorder(const GraphArrays& a, const std::vector<std::int64_t>& order) {
-  GraphArrays b;
-  b.featureWidth = a.featureWidth;
-  b.hasTypes = a.hasTypes;
-  b.typeNames = a.typeNames;
-  b.edgeWidth = a.edgeWidth;
-  b.classification = a.classification;
-  b.classNames = a.classNames;
-  b.labelWidth = a.labelWidth;
-  const std::int64_t labelValues = std::max<std::int64_t>(a.labelWidth, 1);
-  for (std::int64_t g : order) {
-    b.ids.push_back(a.ids[g]);
-    const std::int64_t n0 = a.nodeOffsets[g], n1 = a.nodeOffsets[g + 1];
-    const std::int64_t e0 = a.edgeOffsets[g], e1 = a.edgeOffsets[g + 1];
-    b.nodeOffsets.push_back(b.nodeOffsets.back() + n1 - n0);
-    b.edgeOffsets.push_back(b.edgeOffsets.back() + e1 - e0);
-    if (a.featureWidth > 0)
-      b.features.insert(b.features.end(), a.features.begin() + n0 * a.featureWidth,
-                        a.features.begin() + n1 * a.featureWidth);
-    if (a.hasTypes) b.types.insert(b.types.end(), a.types.begin() + n0, a.types.begin() + n1);
-    b.sources.insert(b.sources.end(), a.sources.begin() + e0, a.sources.begin() + e1);
-    b.targets.insert(b.targets.end(), a.targets.begin() + e0, a.targets.begin() + e1);
-    if (a.edgeWidth > 0)
-      b.edgeFeatures.insert(b.edgeFeatures.end(), a.edgeFeatures.begin() + e0 * a.edgeWidth,
-                            a.edgeFeatures.begin() + e1 * a.edgeWidth);
-    if (a.classification) {
-      b.classes.push_back(a.classes[g]);
-    } else {
-      b.values.insert(b.values.end(), a.values.begin() + g * labelValues,
-                      a.values.begin() + (g + 1) * labelValues);
-    }
-  }
-  return b;
-}
-
 }  // namespace
 
 GraphsReport convertGraphsJsonl(const GraphsJsonlOptions& o) {
@@ -660,123 +493,6 @@ GraphsReport convertGraphsJsonl(const GraphsJsonlOptions& o) {
                    {"source_labels", o.labels},
                    {"edges", o.undirected ? "both directions (--undirected)" : "as given"}});
   fillReport(report, graphs);
-  return report;
-}
-
-// --- synth-graphs ---------------------------------------------------------------------------
-
-namespace {
-
-const char* const kMotifNames[] = {"path", "cycle", "house"};
-
-void validate(const SynthGraphsOptions& o) {
-  if (o.out.empty()) throw ConfigError("megabatch data synth-graphs needs --out FILE.h5");
-  if (o.graphs < 1) throw ConfigError("--graphs must be >= 1");
-  if (o.minNodes < 6 || o.maxNodes < o.minNodes)
-    throw ConfigError(
-        "--min-nodes must be >= 6 (a tree node plus the 5-node motif) and "
-        "--max-nodes >= --min-nodes");
-  if (o.nodeTypes < 1 || o.nodeTypes > 26) throw ConfigError("--node-types must be 1..26");
-  if (o.features < 0) throw ConfigError("--features must be >= 0");
-}
-
-// One graph of Note [Synthetic graphs]: appended to `a` with class `motif`.
-void synthGraph(GraphArrays& a, std::int64_t motif, const SynthGraphsOptions& o, Rng& rng) {
-  const std::int64_t n = o.minNodes + rng.below(o.maxNodes - o.minNodes + 1);
-  const std::int64_t tree = n - 5;
-  std::vector<std::pair<std::int64_t, std::int64_t>> edges;
-  for (std::int64_t i = 1; i < tree; ++i)
-    edges.emplace_back(rng.below(i), i);
-  const std::int64_t m = tree;  // motif nodes m .. m+4
-  for (std::int64_t k = 0; k < 4; ++k)
-    edges.emplace_back(m + k, m + k + 1);
-  if (motif >= 1) edges.emplace_back(m + 4, m);           // closes the 5-cycle
-  if (motif == 2) edges.emplace_back(m, m + 2);           // the chord: a triangle on a square
-  edges.emplace_back(rng.below(tree), m + rng.below(5));  // joins the motif to the tree
-  std::vector<std::int64_t> relabel(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i)
-    relabel[i] = i;
-  seededShuffle(relabel, rng.next());
-  a.nodeOffsets.push_back(a.nodeOffsets.back() + n);
-  for (std::int64_t i = 0; i < n; ++i) {
-    a.types.push_back(static_cast<std::int32_t>(rng.below(o.nodeTypes)));
-    for (std::int64_t f = 0; f < o.features; ++f)
-      a.features.push_back(static_cast<float>(rng.normal()));
-  }
-  for (const auto& [s, t] : edges) {
-    a.sources.push_back(relabel[s]);
-    a.targets.push_back(relabel[t]);
-    a.sources.push_back(relabel[t]);
-    a.targets.push_back(relabel[s]);
-  }
-  a.edgeOffsets.push_back(a.edgeOffsets.back() + 2 * static_cast<std::int64_t>(edges.size()));
-  a.classes.push_back(motif);
-}
-
-std::string jsonString(const std::string& text) {
-  return "\"" + text + "\"";  // ids and names here are plain ASCII
-}
-
-// DIR/graphs.jsonl and DIR/labels.jsonl: the same graphs in the converter's input format.
-void writeJsonl(const std::string& dir, const GraphArrays& a) {
-  std::filesystem::create_directories(dir);
-  std::ofstream graphs(dir + "/graphs.jsonl"), labels(dir + "/labels.jsonl");
-  char number[32];
-  for (std::int64_t g = 0; g < a.graphs(); ++g) {
-    graphs << "{\"id\": " << jsonString(a.ids[g]) << ", \"node_types\": [";
-    for (std::int64_t i = a.nodeOffsets[g]; i < a.nodeOffsets[g + 1]; ++i)
-      graphs << (i > a.nodeOffsets[g] ? ", " : "") << jsonString(a.typeNames[a.types[i]]);
-    graphs << "]";
-    if (a.featureWidth > 0) {
-      graphs << ", \"node_features\": [";
-      for (std::int64_t i = a.nodeOffsets[g]; i < a.nodeOffsets[g + 1]; ++i) {
-        graphs << (i > a.nodeOffsets[g] ? ", [" : "[");
-        for (std::int64_t f = 0; f < a.featureWidth; ++f) {
-          std::snprintf(number, sizeof(number), "%.9g", a.features[i * a.featureWidth + f]);
-          graphs << (f ? ", " : "") << number;
-        }
-        graphs << "]";
-      }
-      graphs << "]";
-    }
-    graphs << ", \"edges\": [";
-    for (std::int64_t e = a.edgeOffsets[g]; e < a.edgeOffsets[g + 1]; ++e)
-      graphs << (e > a.edgeOffsets[g] ? ", [" : "[") << a.sources[e] << ", " << a.targets[e] << "]";
-    graphs << "]}\n";
-    labels << "{\"id\": " << jsonString(a.ids[g])
-           << ", \"label\": " << jsonString(a.classNames[a.classes[g]]) << "}\n";
-  }
-  if (!graphs || !labels)
-    throw RuntimeError("cannot write " + dir + "/graphs.jsonl or labels.jsonl");
-}
-
-}  // namespace
-
-GraphsReport writeSynthGraphs(const SynthGraphsOptions& o) {
-  validate(o);
-  Rng rng(o.seed);
-  GraphArrays a;
-  a.hasTypes = true;
-  for (std::int64_t t = 0; t < o.nodeTypes; ++t)
-    a.typeNames.push_back(std::string(1, static_cast<char>('A' + t)));
-  a.featureWidth = o.features > 0 ? o.features : -1;
-  a.classNames = {kMotifNames[0], kMotifNames[1], kMotifNames[2]};
-  char id[32];
-  for (std::int64_t g = 0; g < o.graphs; ++g) {
-    synthGraph(a, rng.below(3), o, rng);
-    std::snprintf(id, sizeof(id), "g%06lld", static_cast<long long>(g));
-    a.ids.push_back(id);
-  }
-  writeGraphsFile(
-      o.out, a, o.write,
-      {{"generator", "megabatch data synth-graphs"},
-       {"task",
-        "label = the 5-node motif joined to a random tree: 0 path, 1 5-cycle, 2 5-cycle with a "
-        "chord (house); node counts, types and features are independent of the label"},
-       {"seed", std::to_string(o.seed)}});
-  if (!o.jsonlDir.empty()) writeJsonl(o.jsonlDir, a);
-  GraphsReport report;
-  fillReport(report, a);
   return report;
 }
 
