@@ -19,6 +19,11 @@
 
 namespace mb::h5 {
 
+namespace detail {
+// Throws the Error of `code` for `message`, HDF5's error stack appended, with `hint`.
+[[noreturn]] void fail(ExitCode code, const std::string& message, const std::string& hint = {});
+}  // namespace detail
+
 std::recursive_mutex& libraryMutex();
 // Stops HDF5 from printing its error stack to stderr; our messages carry it instead.
 void silenceLibraryErrors();
