@@ -5,10 +5,12 @@
 // Batch. Everything else (splits, the canonical global order, shards, collective reads, the
 // memory budget, streaming, value scans) is shared and knows no layout by name.
 //
-// A layout is one file pair in src/data/layouts/ and one line in src/data/LayoutRegistry.cpp:
+// A layout is one file pair in src/data/layouts/ (a large one may keep its stores in a second
+// .cpp: PanelStore.cpp, GraphsStore.cpp) and one line in src/data/LayoutRegistry.cpp:
 //
 //  1. A LayoutKind (LayoutRegistry.h): its name, a one-line summary for --help-config and
-//     messages, open(), its config rules (checkConfig), and inspect() for `megabatch inspect`.
+//     messages, open(), its config rules (checkConfig, seen by config as LayoutRules: Note
+//     [Kinds handed down]), and inspect() for `megabatch inspect`.
 //  2. A class derived from Layout, made by open() from an open file. open() is pass 1 of
 //     Note [Schema validation]: it checks the structure (the helpers of namespace schema in
 //     Schema.h name the file, dataset and fix in their DataErrors) and records the datasets

@@ -2,9 +2,10 @@
 // The models by name (model.kind). ModelRegistry.cpp lists them in one place; code outside
 // src/model/ asks a ModelKind what a model can do instead of comparing names.
 //
-// Adding a model: a class derived from Model (Model.h) in its own file pair, a function in it
-// that returns its ModelKind, one line in ModelRegistry.cpp, a parity test against a plain
-// PyTorch module (tests/model/test_parity.py), and a section in docs/models.md.
+// Adding a model: a class derived from Model (Model.h) in its own file pair in src/model/kinds/
+// (building blocks shared by several models are in src/model/parts/), a function in it that
+// returns its ModelKind, one line in ModelRegistry.cpp, a parity test against a plain PyTorch
+// module (tests/model/test_parity.py), and a section in docs/models.md.
 #include <functional>
 #include <memory>
 #include <optional>
