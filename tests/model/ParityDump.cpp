@@ -26,8 +26,8 @@
 #include "data/Batch.h"
 #include "data/DataInfo.h"
 #include "model/Model.h"
-#include "model/parts/PanelGraph.h"
 #include "model/StateDict.h"
+#include "model/parts/PanelGraph.h"
 #include "tests/support/Device.h"
 
 namespace {

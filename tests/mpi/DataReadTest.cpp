@@ -7,8 +7,8 @@
 
 #include <ATen/Functions.h>
 
-#include "data/pipeline/Reader.h"
 #include "data/ShardedData.h"
+#include "data/pipeline/Reader.h"
 #include "dist/ParallelIo.h"
 #include "tests/data/DataFiles.h"
 #include "tests/mpi/MpiTestMain.h"

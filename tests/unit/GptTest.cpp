@@ -8,8 +8,8 @@
 #include "common/Error.h"
 #include "common/TorchCompat.h"
 #include "model/Generate.h"
-#include "model/kinds/Gpt.h"
 #include "model/Model.h"
+#include "model/kinds/Gpt.h"
 #include "tests/unit/ModelFixtures.h"
 
 namespace mb::model {

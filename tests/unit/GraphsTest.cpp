@@ -1,7 +1,7 @@
 // The graphs layout (data/layouts/GraphsLayout.h) in one process: batches gathered on the device
 // against the file's rows, stratified splits (Note [Graph splits]), ranks balanced by node count
-// (Note [Weighted shards]), the split metrics of classification (model/parts/ClassMetrics.h), and the
-// JSON reader of the converter (data/tools/Json.h).
+// (Note [Weighted shards]), the split metrics of classification (model/parts/ClassMetrics.h), and
+// the JSON reader of the converter (data/tools/Json.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,10 +13,10 @@
 #include <ATen/Functions.h>
 
 #include "common/Error.h"
-#include "data/pipeline/GlobalOrder.h"
-#include "data/tools/Json.h"
 #include "data/ShardedData.h"
 #include "data/layouts/GraphsLayout.h"
+#include "data/pipeline/GlobalOrder.h"
+#include "data/tools/Json.h"
 #include "dist/SingleCommunicator.h"
 #include "model/parts/ClassMetrics.h"
 #include "tests/data/DataFiles.h"

@@ -1,5 +1,5 @@
-// Properties of Note [Lane order] (data/pipeline/GlobalOrder.h) for V in {1, 4, 8}, W in {1, 2, 3, 4},
-// several lane counts and strides: rank shares merge into the W=1 batches, batches hold lanes
+// Properties of Note [Lane order] (data/pipeline/GlobalOrder.h) for V in {1, 4, 8}, W in {1, 2, 3,
+// 4}, several lane counts and strides: rank shares merge into the W=1 batches, batches hold lanes
 // 0..V*L-1 in order, a lane advances by exactly `stride` inside itself, every epoch covers
 // offsets [0, m) of every lane once, and the stateful config rules (G = V*L, no streaming).
 #include <gtest/gtest.h>

@@ -6,8 +6,8 @@
 
 #include "common/Error.h"
 #include "common/TorchCompat.h"
-#include "model/kinds/Lstm.h"
 #include "model/Model.h"
+#include "model/kinds/Lstm.h"
 #include "tests/unit/ModelFixtures.h"
 
 namespace mb::model {

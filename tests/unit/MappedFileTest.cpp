@@ -6,8 +6,8 @@
 #include <ATen/Functions.h>
 
 #include "common/Hdf5.h"
-#include "data/pipeline/MappedFile.h"
 #include "data/ShardedData.h"
+#include "data/pipeline/MappedFile.h"
 #include "dist/SingleCommunicator.h"
 #include "tests/support/Device.h"
 #include "tests/support/TempDir.h"

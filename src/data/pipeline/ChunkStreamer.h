@@ -27,8 +27,8 @@
 #include "common/Error.h"
 #include "common/Hdf5.h"
 #include "data/Batch.h"
-#include "data/pipeline/GlobalOrder.h"
 #include "data/Layout.h"
+#include "data/pipeline/GlobalOrder.h"
 #include "data/pipeline/Store.h"
 
 namespace mb::data {

@@ -5,8 +5,8 @@
 // Both hold this rank's val and test parts resident and share the epoch bookkeeping.
 #include <memory>
 
-#include "data/pipeline/ChunkStreamer.h"
 #include "data/ShardedData.h"
+#include "data/pipeline/ChunkStreamer.h"
 #include "data/pipeline/Store.h"
 
 namespace mb::data::detail {

@@ -34,9 +34,9 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 
-#include "model/parts/GraphConv.h"
 #include "model/Model.h"
 #include "model/ModelRegistry.h"
+#include "model/parts/GraphConv.h"
 #include "model/parts/Objective.h"
 
 namespace mb::model {

@@ -17,8 +17,8 @@
 // own shards, and a checkpoint sums every rank's own lanes (Trainer::laneStates). Without
 // setLaneCount (a model used on its own) the first lane batch sizes them to its largest lane
 // id; after that the step reads no lane id on the host (no per-step sync). Which rows form a
-// lane, and when lanes restart, is Note [Lane order] (data/pipeline/GlobalOrder.h). A batch without lanes
-// runs from a zero state (evaluation); in training mode a stateful model refuses one, because
+// lane, and when lanes restart, is Note [Lane order] (data/pipeline/GlobalOrder.h). A batch without
+// lanes runs from a zero state (evaluation); in training mode a stateful model refuses one, because
 // silently dropping the carried state would be wrong.
 //
 // Note [LSTM precision]
