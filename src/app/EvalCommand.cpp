@@ -17,6 +17,7 @@
 #include "train/CheckpointModel.h"
 #include "train/Evaluation.h"
 #include "train/Metrics.h"
+#include "train/Precision.h"
 
 namespace mb::app {
 namespace {
@@ -70,7 +71,9 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
 
   train::EvalOptions options;
   options.microBatch = config.train.microBatch > 0 ? config.train.microBatch : 256;
-  options.precision = config.train.precision;
+  dist::agreed(runtime.control(), "choosing the precision", [&] {
+    options.precision = train::choosePrecision(config.train.precision, device).dtype;
+  });
   std::map<std::string, double> metrics =
       train::evaluateSplit(*run.model, *data, split, runtime.control(), device, options);
 

@@ -67,6 +67,19 @@ inline void clearAutocastCache() {
   at::autocast::clear_cache();
 }
 
+// fp16 autocast on the CPU arrived in 2.2 (1.13's CPU autocast takes bf16 only and fails on
+// half); on CUDA it works in every version.
+constexpr bool kCpuHalfAutocast = MB_TORCH_VERSION_AT_LEAST(2, 2);
+
+// --- loss scaling -------------------------------------------------------------
+// GradScaler's fused kernels (_amp_foreach_non_finite_check_and_unscale_, _amp_update_scale_)
+// exist for CUDA in every version, for the CPU in 2.x (checked in 2.6's headers; 1.13 has none).
+// Where they are missing, LossScaler.cpp computes the same with tensor ops.
+inline bool hasFusedAmpKernels(c10::DeviceType device) {
+  return device == c10::DeviceType::CUDA ||
+         (device == c10::DeviceType::CPU && MB_TORCH_VERSION_AT_LEAST(2, 6));
+}
+
 // --- TF32 (CUDA) ------------------------------------------------------------
 // TF32 for cuBLAS matmuls and cuDNN convolutions / RNNs; no effect on the CPU. These legacy
 // setters compile and behave alike on 1.13 through the newest 2.x. From 2.9, setAllowTF32CuDNN

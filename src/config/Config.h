@@ -13,7 +13,9 @@ namespace mb {
 constexpr std::int64_t kMaxClasses = std::int64_t{1} << 20;
 
 enum class Residency { kAuto, kDevice, kHost, kStream };
-enum class DType { kFp32, kBf16 };
+enum class DType { kFp32, kBf16, kFp16 };
+// train.precision: what the forward pass autocasts to (Note [Loss scaling] in train/LossScaler.h).
+enum class Precision { kFp32, kBf16, kFp16, kAuto };
 enum class DeviceKind { kAuto, kCpu, kCuda };
 // When the host reads a step's gradient norm (Note [Step checks] in train/Trainer.cpp).
 enum class HostSync { kAuto, kStep, kLog };
@@ -91,7 +93,8 @@ struct DataConfig {
       16384;  // stream residency: items per chunk per shard (GlobalOrder)
 };
 
-// kind: gat's graph between the instruments of a date (Note [Panel graph] in model/parts/PanelGraph.h).
+// kind: gat's graph between the instruments of a date (Note [Panel graph] in
+// model/parts/PanelGraph.h).
 struct GraphConfig {
   std::int64_t layers = 2;       // GAT layers; 0 = the temporal encoder alone
   std::int64_t k = 10;           // neighbours by return correlation; 0 = none
@@ -135,12 +138,26 @@ struct EarlyStoppingConfig {
   double minDelta = 0.0;
 };
 
+// train.precision = fp16: dynamic loss scaling with torch.amp.GradScaler's semantics (Note [Loss
+// scaling] in train/LossScaler.h).
+struct LossScaleConfig {
+  double init = 65536.0;  // 2^16, GradScaler's init_scale
+  double growthFactor = 2.0;
+  double backoffFactor = 0.5;
+  std::int64_t growthInterval = 2000;  // clean steps in a row before the scale grows
+  double fixed = 0.0;                  // > 0: this scale on every step, never changed
+  // Collapse: the run stops when train.max_bad_steps steps in a row overflow at a scale below
+  // this (2^-14: the smallest normal fp16).
+  double min = 6.103515625e-05;
+};
+
 struct TrainConfig {
   std::int64_t globalBatch = 256;
   std::int64_t microBatch = 0;  // per rank; 0 = global_batch / world size (no accumulation)
   std::int64_t maxSteps = 0;    // 0 = run `epochs` epochs
   std::int64_t epochs = 1;
-  DType precision = DType::kFp32;
+  Precision precision = Precision::kFp32;
+  LossScaleConfig lossScale;
   double gradClip = 1.0;         // global-norm clip; 0 = off
   std::int64_t evalEvery = 0;    // steps; 0 = at epoch ends only
   std::int64_t evalBatches = 0;  // cap on val batches per evaluation; 0 = the whole split

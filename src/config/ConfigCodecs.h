@@ -38,7 +38,9 @@ const EnumTable<E>& enumTable();
 
 MB_ENUM_TABLE(Residency, {Residency::kAuto, "auto"}, {Residency::kDevice, "device"},
               {Residency::kHost, "host"}, {Residency::kStream, "stream"})
-MB_ENUM_TABLE(DType, {DType::kFp32, "fp32"}, {DType::kBf16, "bf16"})
+MB_ENUM_TABLE(DType, {DType::kFp32, "fp32"}, {DType::kBf16, "bf16"}, {DType::kFp16, "fp16"})
+MB_ENUM_TABLE(Precision, {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"},
+              {Precision::kFp16, "fp16"}, {Precision::kAuto, "auto"})
 MB_ENUM_TABLE(DeviceKind, {DeviceKind::kAuto, "auto"}, {DeviceKind::kCpu, "cpu"},
               {DeviceKind::kCuda, "cuda"})
 MB_ENUM_TABLE(HostSync, {HostSync::kAuto, "auto"}, {HostSync::kStep, "step"},

@@ -199,8 +199,23 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("train.max_steps", train.maxSteps, "optimizer steps; 0 = train.epochs epochs",
                {"steps", "iterations"}),
       MB_FIELD("train.epochs", train.epochs, "epochs when max_steps is 0", {"num_epochs", "epoch"}),
-      MB_FIELD("train.precision", train.precision, "fp32 or bf16 (autocast, fp32 master weights)",
-               {"dtype", "amp", "mixed_precision"}),
+      MB_FIELD("train.precision", train.precision,
+               "fp32, bf16 or fp16 (autocast, fp32 master weights; fp16 with loss scaling), or "
+               "auto: bf16 on GPUs with BF16, fp16 on older GPUs, fp32 on the CPU",
+               {"dtype", "amp", "mixed_precision", "use_amp"}),
+      MB_FIELD("train.loss_scale.init", train.lossScale.init,
+               "fp16: the loss scale at the start (GradScaler's init_scale)", {"init_scale"}),
+      MB_FIELD("train.loss_scale.growth_factor", train.lossScale.growthFactor,
+               "fp16: the scale is multiplied by this after growth_interval clean steps"),
+      MB_FIELD("train.loss_scale.backoff_factor", train.lossScale.backoffFactor,
+               "fp16: the scale is multiplied by this when a step overflows"),
+      MB_FIELD("train.loss_scale.growth_interval", train.lossScale.growthInterval,
+               "fp16: clean steps in a row before the scale grows"),
+      MB_FIELD("train.loss_scale.fixed", train.lossScale.fixed,
+               "fp16: > 0 uses this scale on every step (static loss scaling); 0 = dynamic",
+               {"static", "loss_scale"}),
+      MB_FIELD("train.loss_scale.min", train.lossScale.min,
+               "fp16: train.max_bad_steps overflows in a row below this scale stop the run"),
       MB_FIELD("train.grad_clip", train.gradClip, "clip the global gradient norm; 0 = off",
                {"clip_grad_norm", "max_grad_norm"}),
       MB_FIELD("train.eval_every", train.evalEvery, "steps between evaluations; 0 = epoch ends",
@@ -250,7 +265,7 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("dist.bucket_mb", dist.bucketMb, "gradient bucket cap in MiB",
                {"bucket_cap_mb", "bucket_size"}),
       MB_FIELD("dist.first_bucket_mb", dist.firstBucketMb, "size of the small first bucket in MiB"),
-      MB_FIELD("dist.grad_dtype", dist.gradDtype, "dtype gradients travel in: fp32 or bf16"),
+      MB_FIELD("dist.grad_dtype", dist.gradDtype, "dtype gradients travel in: fp32, bf16 or fp16"),
       MB_FIELD("dist.timeout_s", dist.timeoutS, "watchdog: seconds a collective or step may take",
                {"timeout"}),
   };
@@ -308,6 +323,9 @@ std::string toString(Residency value) {
   return enumName(value);
 }
 std::string toString(DType value) {
+  return enumName(value);
+}
+std::string toString(Precision value) {
   return enumName(value);
 }
 std::string toString(DeviceKind value) {

@@ -36,6 +36,7 @@ std::string suggestConfigKey(const std::string& unknownKey);
 // Names of enum values as written in YAML ("adamw", "bf16", ...).
 std::string toString(Residency value);
 std::string toString(DType value);
+std::string toString(Precision value);
 std::string toString(DeviceKind value);
 std::string toString(HostSync value);
 std::string toString(Task value);

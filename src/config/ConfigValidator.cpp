@@ -34,6 +34,14 @@ Rule minimum(const char* key, std::function<double(const Config&)> get, double l
   };
 }
 
+Rule above(const char* key, std::function<double(const Config&)> get, double low) {
+  return [=](const Config& c) -> Problem {
+    double value = get(c);
+    if (!(value > low)) return std::string(key) + " = " + show(value) + " must be > " + show(low);
+    return std::nullopt;
+  };
+}
+
 Rule openRange(const char* key, std::function<double(const Config&)> get, double low, double high) {
   return [=](const Config& c) -> Problem {
     double value = get(c);
@@ -73,6 +81,13 @@ Problem microBatchFitsGlobal(const Config& c) {
   if (c.train.microBatch > c.train.globalBatch)
     return "train.micro_batch = " + show(c.train.microBatch) +
            " is larger than train.global_batch = " + show(c.train.globalBatch);
+  return std::nullopt;
+}
+
+Problem residentDtypeOffered(const Config& c) {
+  if (c.data.residentDtype == DType::kFp16)
+    return "data.resident_dtype = fp16 is not offered: keep resident features in fp32 or bf16 "
+           "(train.precision = fp16 casts them in the forward pass)";
   return std::nullopt;
 }
 
@@ -220,6 +235,7 @@ std::vector<Rule> buildRules() {
       openRange("data.memory_fraction", MB_GET(data.memoryFraction), 0.0, 1.0 + 1e-12),
       minimum("data.memory_budget_mb", MB_GET(data.memoryBudgetMb), 0),
       minimum("data.stream_chunk_items", MB_GET(data.streamChunkItems), 1),
+      residentDtypeOffered,
       layoutRules,
       minimum("model.hidden", MB_GET(model.hidden), 1),
       minimum("model.layers", MB_GET(model.layers), 1),
@@ -247,6 +263,12 @@ std::vector<Rule> buildRules() {
       minimum("train.eval_every", MB_GET(train.evalEvery), 0),
       minimum("train.eval_batches", MB_GET(train.evalBatches), 0),
       minimum("train.max_bad_steps", MB_GET(train.maxBadSteps), 1),
+      above("train.loss_scale.init", MB_GET(train.lossScale.init), 0.0),
+      above("train.loss_scale.growth_factor", MB_GET(train.lossScale.growthFactor), 1.0),
+      openRange("train.loss_scale.backoff_factor", MB_GET(train.lossScale.backoffFactor), 0.0, 1.0),
+      minimum("train.loss_scale.growth_interval", MB_GET(train.lossScale.growthInterval), 1),
+      minimum("train.loss_scale.fixed", MB_GET(train.lossScale.fixed), 0),
+      above("train.loss_scale.min", MB_GET(train.lossScale.min), 0.0),
       minimum("train.seed", MB_GET(train.seed), 0),
       minimum("train.threads", MB_GET(train.threads), 0),
       halfOpenRange("train.gpu_util_warn", MB_GET(train.gpuUtilWarn), 0.0, 100.0 + 1e-9),

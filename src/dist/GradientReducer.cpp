@@ -140,10 +140,11 @@ void GradientReducer::Impl::buildBuckets() {
     for (std::size_t s : bucket.slots)
       numel += slots[s].param.numel();
     bucket.flat = at::zeros({numel}, first.options().requires_grad(false));
-    // bf16 transport compresses wider gradients; fp32 "transport" means uncompressed, whatever
-    // the parameters' dtype (fp64 stays fp64, a bf16 model sends bf16).
-    bool compress = options.transportType == at::kBFloat16 && first.scalar_type() != at::kBFloat16;
-    if (compress) bucket.transport = at::empty({numel}, bucket.flat.options().dtype(at::kBFloat16));
+    // bf16 and fp16 transport compress wider gradients; fp32 "transport" means uncompressed,
+    // whatever the parameters' dtype (fp64 stays fp64, a bf16 model sends bf16).
+    const at::ScalarType wire = options.transportType;
+    bool compress = wire != at::kFloat && first.scalar_type() != wire;
+    if (compress) bucket.transport = at::empty({numel}, bucket.flat.options().dtype(wire));
     std::int64_t offset = 0;
     for (std::size_t s : bucket.slots) {
       Slot& slot = slots[s];
@@ -223,7 +224,17 @@ ReducerOptions reducerOptionsFrom(const DistConfig& config) {
   ReducerOptions options;
   options.bucketMb = config.bucketMb;
   options.firstBucketMb = config.firstBucketMb;
-  options.transportType = config.gradDtype == DType::kBf16 ? at::kBFloat16 : at::kFloat;
+  switch (config.gradDtype) {
+    case DType::kBf16:
+      options.transportType = at::kBFloat16;
+      break;
+    case DType::kFp16:
+      options.transportType = at::kHalf;
+      break;
+    case DType::kFp32:
+      options.transportType = at::kFloat;
+      break;
+  }
   return options;
 }
 
@@ -243,8 +254,9 @@ GradientReducer::GradientReducer(std::shared_ptr<Communicator> comm, std::vector
   if (params.size() != names.size())
     throw RuntimeError("gradient reducer: " + std::to_string(params.size()) + " parameters but " +
                        std::to_string(names.size()) + " names");
-  if (options.transportType != at::kFloat && options.transportType != at::kBFloat16)
-    throw ConfigError(std::string("dist.grad_dtype: gradients travel in fp32 or bf16, not ") +
+  if (options.transportType != at::kFloat && options.transportType != at::kBFloat16 &&
+      options.transportType != at::kHalf)
+    throw ConfigError(std::string("dist.grad_dtype: gradients travel in fp32, bf16 or fp16, not ") +
                       c10::toString(options.transportType));
   impl_->comm = std::move(comm);
   impl_->options = options;

@@ -56,7 +56,7 @@ namespace mb::dist {
 struct ReducerOptions {
   double bucketMb = 25.0;
   double firstBucketMb = 1.0;
-  at::ScalarType transportType = at::kFloat;  // kFloat or kBFloat16
+  at::ScalarType transportType = at::kFloat;  // kFloat, kBFloat16 or kHalf (dist.grad_dtype)
 };
 
 struct ReducerStats {

@@ -90,6 +90,8 @@ void writeTrainerState(hid_t file, const TrainerState& s) {
   put("best_step", s.bestStep);
   put("evals_without_improvement", s.evalsWithoutImprovement);
   h5::writeAttribute(g.get(), "best_metric", s.bestMetric, kCode);
+  h5::writeAttribute(g.get(), "loss_scale", s.lossScale, kCode);
+  put("loss_scale_growth_tracker", s.lossScaleGrowthTracker);
 }
 
 TrainerState readTrainerState(hid_t file) {
@@ -107,6 +109,11 @@ TrainerState readTrainerState(hid_t file) {
   s.bestStep = get("best_step");
   s.evalsWithoutImprovement = get("evals_without_improvement");
   s.bestMetric = h5::readDoubleAttribute(g.get(), "best_metric", kCode);
+  // Written since fp16 (Note [Loss scaling]); older checkpoints continue with the defaults.
+  if (h5::hasAttribute(g.get(), "loss_scale")) {
+    s.lossScale = h5::readDoubleAttribute(g.get(), "loss_scale", kCode);
+    s.lossScaleGrowthTracker = get("loss_scale_growth_tracker");
+  }
   return s;
 }
 

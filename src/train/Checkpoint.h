@@ -8,7 +8,9 @@
 //   /extra/<name>                         model state that is not a parameter (LSTM lanes)
 //   /trainer (attributes)                 step, epoch, batch_in_epoch, samples_seen,
 //                                         canonical_shards, seed, global_batch, bad_steps,
-//                                         best_metric, best_step, evals_without_improvement
+//                                         best_metric, best_step, evals_without_improvement,
+//                                         loss_scale, loss_scale_growth_tracker (fp16 runs;
+//                                         absent before them: read as 0 = none)
 //   /meta (attributes)                    format_version, config (YAML), world_size,
 //                                         megabatch_version, torch_version, data_fingerprint,
 //                                         data_info (the model-shaping part of the data),
@@ -44,6 +46,10 @@ struct TrainerState {
   double bestMetric = std::nan("");  // early stopping
   std::int64_t bestStep = -1;
   std::int64_t evalsWithoutImprovement = 0;
+  // fp16 loss scaling (Note [Loss scaling]): the scale and the clean steps since it last
+  // changed. 0 = none recorded (an fp32 or bf16 run, or a checkpoint written before fp16).
+  double lossScale = 0;
+  std::int64_t lossScaleGrowthTracker = 0;
 };
 
 struct CheckpointContent {

@@ -47,8 +47,11 @@ void ProgressBar::update(std::int64_t step, std::int64_t totalSteps, std::int64_
     return;
   lastDraw_ = now;
   const double left = static_cast<double>(totalSteps - step) * secondsPerStep_;
-  log::setStatusLine(render(step, totalSteps, loss_, lr, samplesPerSecond_, left,
-                            static_cast<double>(processMemoryBytes()), log::consoleColumns()));
+  const int columns = log::consoleColumns();
+  std::string text = render(step, totalSteps, loss_, lr, samplesPerSecond_, left,
+                            static_cast<double>(processMemoryBytes()), columns);
+  if (text.size() + note_.size() <= static_cast<std::size_t>(columns)) text += note_;
+  log::setStatusLine(text);
 }
 
 void ProgressBar::finish() {

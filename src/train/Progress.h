@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "config/Config.h"
 
@@ -22,6 +23,8 @@ class ProgressBar {
 
   bool enabled() const { return enabled_; }
   void setLoss(double loss) { loss_ = loss; }
+  // Appended to the bar where the terminal is wide enough (" | scale 32768": fp16 runs).
+  void setNote(std::string note) { note_ = std::move(note); }
   // After each step: the step just finished, the run's last step, the samples of that step, and
   // the learning rate it used.
   void update(std::int64_t step, std::int64_t totalSteps, std::int64_t samples, double lr);
@@ -36,6 +39,7 @@ class ProgressBar {
   using Clock = std::chrono::steady_clock;
   bool enabled_ = false;
   double loss_ = -1;
+  std::string note_;
   Clock::time_point lastDraw_{};
   Clock::time_point rateStart_ = Clock::now();
   std::int64_t rateSamples_ = 0;

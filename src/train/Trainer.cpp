@@ -25,6 +25,7 @@
 #include "model/Model.h"
 #include "train/CheckpointDirectory.h"
 #include "train/DurableFile.h"
+#include "train/LossScaler.h"
 #include "train/Metrics.h"
 #include "train/Optimizer.h"
 #include "train/Precision.h"
@@ -47,6 +48,10 @@ Trainer::Trainer(Config config, dist::Runtime& runtime)
   if (auto rank = env::getInt("MEGABATCH_FAULT_NAN_RANK")) nanFaultRank_ = static_cast<int>(*rank);
   if (auto count = env::getInt("MEGABATCH_FAULT_NAN_COUNT")) nanFaultCount_ = *count;
   if (auto step = env::getInt("MEGABATCH_FAULT_STOP_STEP")) stopFaultStep_ = *step;
+  if (auto steps = env::get("MEGABATCH_FAULT_NAN_STEPS")) {
+    for (const std::string& step : str::split(*steps, ','))
+      nanFaultSteps_.insert(std::stoll(step));
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -92,7 +97,7 @@ RunOutcome Trainer::run() {
       "training {} steps ({} per epoch) from step {}: global batch {}, micro batch {} per rank, "
       "{} ranks, precision {}",
       totalSteps_, perEpoch, state_.step, config_.train.globalBatch, microBatch_, runtime_.size(),
-      toString(config_.train.precision));
+      toString(precision_));
   if (laneCount() > 0) {
     const data::LaneSpec& lanes = data_->order().lanes();
     logger().info(
@@ -124,7 +129,7 @@ RunOutcome Trainer::run() {
     ++state_.step;
     ++state_.batchInEpoch;
     state_.samplesSeen += data_->globalCount(state_.batchInEpoch - 1);
-    pendingChecks_.push_back({state_.step, step.gradNorm});
+    pendingChecks_.push_back({state_.step, step.check});
     if (hostSyncEveryStep()) settleStepChecks();
 
     bool epochEnded = state_.batchInEpoch == perEpoch;
@@ -160,8 +165,22 @@ RunOutcome Trainer::run() {
   }
   progress_->finish();
   settleStepChecks();
+  const bool collapsed = outcome == RunOutcome::kTooManyBadSteps && scaler_->enabled();
+  // A resume must not start from the collapsed scale: the checkpoint keeps the last good
+  // parameters and train.loss_scale.init.
+  const double collapsedScale = collapsed ? scaler_->scale() : 0.0;
+  if (collapsed) scaler_->restore(0.0, 0);
   if (state_.step != lastCheckpointStep_) saveCheckpoint("stop");
-  if (outcome == RunOutcome::kTooManyBadSteps)
+  if (collapsed)
+    logger().error(
+        "stopping: the fp16 loss scale collapsed to {:g}: the last {} steps overflowed at a scale "
+        "under train.loss_scale.min = {:g} (train.max_bad_steps = {}), so the gradients are not "
+        "finite at any scale. Updates were skipped: checkpoints/latest holds the last good "
+        "parameters (its loss scale restarts at train.loss_scale.init). Check the data for "
+        "extreme values, lower optim.lr, or train with train.precision=bf16 (GPUs with BF16) or "
+        "fp32",
+        collapsedScale, state_.badSteps, config_.train.lossScale.min, config_.train.maxBadSteps);
+  else if (outcome == RunOutcome::kTooManyBadSteps)
     logger().error(
         "stopping: {} consecutive steps had a non-finite loss or gradient (train.max_bad_steps = "
         "{}); "
@@ -194,12 +213,12 @@ Trainer::StepResult Trainer::trainStep() {
     phases_->mark(Phase::kData);
     at::Tensor part;
     {
-      AutocastScope autocast(device_.type(), config_.train.precision);
+      AutocastScope autocast(device_.type(), precision_);
       at::Tensor output = model_->forward(micro);
       part = model_->lossSum(output, micro).to(at::kFloat);
     }
     if (injectNanNow()) part = part * std::numeric_limits<float>::quiet_NaN();
-    (part / normalizer).backward();
+    scaler_->scaleLoss(part / normalizer).backward();  // Note [Loss scaling]
     lossSum += part.detach();
     phases_->mark(Phase::kForwardBackward);
   }
@@ -212,27 +231,40 @@ Trainer::StepResult Trainer::trainStep() {
     if (p.grad().defined()) grads.push_back(p.grad());
   }
   at::NoGradGuard noGrad;
-  result.gradNorm = at::stack(at::_foreach_norm(grads)).to(at::kDouble).norm();
+  // fp16: true gradients from here on (the norm, the clip); found_inf decides the skip.
+  const at::Tensor foundInf = scaler_->unscale(grads);
+  const at::Tensor scaleUsed =
+      scaler_->enabled() ? scaler_->scaleTensor().to(at::kDouble) : at::Tensor();
+  at::Tensor gradNorm = at::stack(at::_foreach_norm(grads)).to(at::kDouble).norm();
   const double clip = config_.train.gradClip;
   if (hostSyncEveryStep()) {
-    const double norm = result.gradNorm.item<double>();
-    const bool finite = std::isfinite(norm);
-    if (finite) {
+    const double norm = gradNorm.item<double>();
+    const bool overflow = foundInf.defined() && foundInf.item<float>() > 0;
+    if (std::isfinite(norm) && !overflow) {
       if (clip > 0 && norm > clip) at::_foreach_mul_(grads, clip / (norm + 1e-6));
       optimizer_->step(currentLr());
     }
-    result.gradNorm = at::full({}, norm, at::kDouble);  // on the host: settling reads no device
+    // On the host: settling reads no device.
+    result.check =
+        foundInf.defined()
+            ? at::tensor({norm, overflow ? 1.0 : 0.0, scaleUsed.item<double>()}, at::kDouble)
+            : at::full({1}, norm, at::kDouble);
   } else {
-    const at::Tensor& norm = result.gradNorm;
     if (clip > 0) {
-      at::Tensor scale = at::where(norm > clip, clip / (norm + 1e-6), at::ones_like(norm));
+      at::Tensor scale =
+          at::where(gradNorm > clip, clip / (gradNorm + 1e-6), at::ones_like(gradNorm));
       for (auto& grad : grads)
         grad.mul_(scale);
     }
     for (auto& grad : grads)
       grad.nan_to_num_(0.0, 0.0, 0.0);  // a masked step still needs finite inputs
-    optimizer_->step(currentLr(), at::isfinite(norm).to(at::kDouble));
+    at::Tensor apply = at::isfinite(gradNorm);
+    if (foundInf.defined()) apply = apply.logical_and(foundInf == 0);
+    optimizer_->step(currentLr(), apply.to(at::kDouble));
+    result.check = foundInf.defined() ? at::stack({gradNorm, foundInf.to(at::kDouble), scaleUsed})
+                                      : gradNorm.reshape({1});
   }
+  scaler_->update(foundInf);
   optimizer_->zeroGrad();
   phases_->mark(Phase::kOptimizer);
   result.loss = lossSum / normalizer;
@@ -266,15 +298,20 @@ bool Trainer::hostSyncEveryStep() const {
 
 void Trainer::settleStepChecks() {
   if (pendingChecks_.empty()) return;
-  std::vector<at::Tensor> norms;
+  std::vector<at::Tensor> checks;
   for (const auto& check : pendingChecks_)
-    norms.push_back(check.gradNorm);
-  at::Tensor host = at::stack(norms).to(at::kCPU, at::kDouble);
-  auto read = host.accessor<double, 1>();
+    checks.push_back(check.values);
+  at::Tensor host = at::stack(checks).to(at::kCPU, at::kDouble);  // [steps, 1 or 3]
+  auto read = host.accessor<double, 2>();
   for (std::size_t i = 0; i < pendingChecks_.size(); ++i) {
-    const double norm = read[static_cast<std::int64_t>(i)];
-    const bool skipped = !std::isfinite(norm);  // the rule both step paths apply
+    const auto row = static_cast<std::int64_t>(i);
+    const double norm = read[row][0];
     lastGradNorm_ = norm;
+    if (scaler_->enabled()) {
+      settleScaledStep(norm, read[row][1] > 0, read[row][2]);
+      continue;
+    }
+    const bool skipped = !std::isfinite(norm);  // the rule both step paths apply
     state_.badSteps = skipped ? state_.badSteps + 1 : 0;
     if (!skipped) continue;
     ++skippedInWindow_;
@@ -285,11 +322,25 @@ void Trainer::settleStepChecks() {
   pendingChecks_.clear();
 }
 
+// fp16 (Note [Loss scaling]): an overflow skips the step quietly; only overflows in a row at a
+// scale under train.loss_scale.min count towards train.max_bad_steps.
+void Trainer::settleScaledStep(double norm, bool overflow, double scale) {
+  const bool skipped = overflow || !std::isfinite(norm);
+  if (!skipped) {
+    state_.badSteps = 0;
+    return;
+  }
+  ++skippedInWindow_;
+  state_.badSteps = scale < config_.train.lossScale.min ? state_.badSteps + 1 : 0;
+}
+
 // All ranks agree at every step boundary: a signal to any rank stops every rank.
 bool Trainer::injectNanNow() const {
   const std::int64_t step = state_.step + 1;
-  return nanFaultStep_ > 0 && step >= nanFaultStep_ && step < nanFaultStep_ + nanFaultCount_ &&
-         (nanFaultRank_ < 0 || nanFaultRank_ == runtime_.rank());
+  const bool chosen =
+      (nanFaultStep_ > 0 && step >= nanFaultStep_ && step < nanFaultStep_ + nanFaultCount_) ||
+      nanFaultSteps_.count(step) > 0;
+  return chosen && (nanFaultRank_ < 0 || nanFaultRank_ == runtime_.rank());
 }
 
 bool Trainer::stopRequested() {

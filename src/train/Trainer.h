@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -36,6 +37,7 @@ class Model;
 namespace mb::train {
 
 class CheckpointDirectory;
+class LossScaler;
 class MetricsWriter;
 class Optimizer;
 class PhaseClock;
@@ -52,9 +54,11 @@ class Trainer {
 
  private:
   struct StepResult {
-    // 0-d double: the global gradient norm before clipping; the update was skipped iff it is
-    // not finite. On the device with host_sync = log (Note [Step checks]), else on the host.
-    at::Tensor gradNorm;
+    // 1-D double, on the device with host_sync = log (Note [Step checks]), else on the host:
+    // [the global gradient norm before clipping], and with fp16 [norm, found_inf, the loss scale
+    // the step used] (Note [Loss scaling]). The update was skipped iff the norm is not finite
+    // or found_inf is 1.
+    at::Tensor check;
     std::int64_t samples = 0;
     at::Tensor loss;  // this rank's share of the step's global mean loss (device, 0-d)
   };
@@ -68,7 +72,7 @@ class Trainer {
   // A finished step whose gradient norm the host has not read yet (Note [Step checks]).
   struct PendingCheck {
     std::int64_t step = 0;
-    at::Tensor gradNorm;
+    at::Tensor values;  // StepResult::check
   };
 
   void setUpDevice();
@@ -99,6 +103,7 @@ class Trainer {
   // Reads the pending steps' norms (one transfer), warns about skipped ones and updates the run
   // of consecutive bad steps; a no-op when nothing is pending.
   void settleStepChecks();
+  void settleScaledStep(double norm, bool overflow, double scale);
   void checkMemoryGrowth();
 
   std::int64_t totalSteps() const { return totalSteps_; }
@@ -110,10 +115,12 @@ class Trainer {
   dist::Communicator& control_;
   std::shared_ptr<dist::Communicator> dataComm_;
   c10::Device device_{c10::kCPU};
+  DType precision_ = DType::kFp32;  // train.precision as resolved for device_ (choosePrecision)
   std::unique_ptr<data::ShardedData> data_;
   std::shared_ptr<model::Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<dist::GradientReducer> reducer_;
+  std::unique_ptr<LossScaler> scaler_;  // Note [Loss scaling]; disabled unless fp16
   std::unique_ptr<CheckpointDirectory> checkpoints_;
   std::unique_ptr<MetricsWriter> metrics_;                 // rank 0 only
   std::unique_ptr<ProgressBar> progress_;                  // rank 0 on a terminal
@@ -133,11 +140,12 @@ class Trainer {
   std::int64_t skippedInWindow_ = 0;  // settled steps of the current log window
   double lastGradNorm_ = 0;
   // Test hooks (environment): MEGABATCH_FAULT_NAN_STEP / _COUNT / _RANK make the loss NaN on
-  // steps [STEP, STEP+COUNT) on rank RANK (all ranks if unset); MEGABATCH_FAULT_STOP_STEP acts
-  // as a SIGTERM at that step.
+  // steps [STEP, STEP+COUNT) on rank RANK (all ranks if unset), MEGABATCH_FAULT_NAN_STEPS
+  // ("3,9,10") on the steps listed; MEGABATCH_FAULT_STOP_STEP acts as a SIGTERM at that step.
   std::int64_t nanFaultStep_ = -1;
   std::int64_t nanFaultCount_ = 1;
   int nanFaultRank_ = -1;
+  std::set<std::int64_t> nanFaultSteps_;
   std::int64_t stopFaultStep_ = -1;
 };
 

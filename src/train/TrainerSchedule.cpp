@@ -22,6 +22,7 @@
 #include "train/CheckpointDirectory.h"
 #include "train/Evaluation.h"
 #include "train/GpuUtilisation.h"
+#include "train/LossScaler.h"
 #include "train/Metrics.h"
 #include "train/Optimizer.h"
 #include "train/StepPhases.h"
@@ -69,6 +70,14 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
   const double memoryMb = static_cast<double>(processMemoryBytes()) / (1 << 20);
   const double remaining = static_cast<double>(totalSteps_ - state_.step) * stepSeconds;
   const bool tokens = data_->info().countsTokens;
+  // fp16: the scale after this window's updates, and its overflow skips (Note [Loss scaling]).
+  const double lossScale = scaler_->enabled() ? scaler_->scale() : 0.0;
+  const std::string scalePart =
+      scaler_->enabled()
+          ? fmt::format(" | scale {:g}{}", lossScale,
+                        skippedInWindow_ > 0 ? fmt::format(" ({} skipped)", skippedInWindow_)
+                                             : std::string())
+          : std::string();
   const double tokensPerSecond =
       tokens ? samplesPerSecond * static_cast<double>(model_->termsPerSample()) : 0;
   if (metrics_) {
@@ -90,16 +99,19 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
     for (const auto& [name, value] : model_->statistics())
       record.add(name, value);
     record.add("grad_norm", lastGradNorm_).add("skipped_steps", skippedInWindow_);
+    if (scaler_->enabled()) record.add("loss_scale", lossScale);
     record.add("time", static_cast<double>(std::time(nullptr)));
     metrics_->write(record);
   }
   progress_->setLoss(meanLoss);
+  progress_->setNote(scalePart);
   const double percent =
       100.0 * static_cast<double>(state_.step) / static_cast<double>(totalSteps_);
   logger().info(
-      "step {}/{} ({:.0f}%) | loss {:.5g} | lr {:.3g} | {:.0f} samples/s{} | step {:.1f} ms ({}){} "
+      "step {}/{} ({:.0f}%) | loss {:.5g}{} | lr {:.3g} | {:.0f} samples/s{} | step {:.1f} ms "
+      "({}){} "
       "| eta {} | mem {}",
-      state_.step, totalSteps_, percent, meanLoss,
+      state_.step, totalSteps_, percent, meanLoss, scalePart,
       learningRate(config_.optim, state_.step - 1, totalSteps_), samplesPerSecond,
       tokens ? fmt::format(" | {:.0f} tokens/s", tokensPerSecond) : std::string(),
       1000.0 * stepSeconds, split, utilisationPart, str::humanDuration(remaining),
@@ -151,7 +163,7 @@ std::map<std::string, double> Trainer::evaluate(data::Split split) {
   dist::averageBuffers(*dataComm_, *model_);  // Note [Buffers across ranks]
   EvalOptions options;
   options.microBatch = microBatch_;
-  options.precision = config_.train.precision;
+  options.precision = precision_;
   if (config_.train.evalBatches > 0)
     options.maxSamplesPerRank =
         (config_.train.evalBatches * config_.train.globalBatch + runtime_.size() - 1) /
@@ -226,6 +238,8 @@ bool Trainer::afterEvaluation(const std::map<std::string, double>& metrics) {
 CheckpointContent Trainer::snapshot(NamedTensors extra) const {
   CheckpointContent content;
   content.trainer = state_;
+  content.trainer.lossScale = scaler_->enabled() ? scaler_->scale() : 0.0;
+  content.trainer.lossScaleGrowthTracker = scaler_->growthTracker();
   content.model = model::stateDict(*model_);
   content.optimizer = optimizer_->state();
   content.optimizerSteps = optimizer_->stepCount();

@@ -21,6 +21,7 @@
 #include "train/CheckpointDirectory.h"
 #include "train/CheckpointModel.h"
 #include "train/GpuUtilisation.h"
+#include "train/LossScaler.h"
 #include "train/Optimizer.h"
 #include "train/Precision.h"
 #include "train/StepPhases.h"
@@ -46,6 +47,24 @@ void Trainer::setUpDevice() {
     int index = runtime_.selectCudaDevice(static_cast<int>(torch::cuda::device_count()));
     device_ = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
     enableFastCudaMath();
+  }
+  // A rank on another kind of GPU could choose differently: every rank stops alike.
+  dist::agreed(control_, "choosing the precision", [&] {
+    const PrecisionChoice choice = choosePrecision(config_.train.precision, device_);
+    precision_ = choice.dtype;
+    logger().info("{}", choice.reason);
+  });
+  scaler_ =
+      std::make_unique<LossScaler>(config_.train.lossScale, device_, precision_ == DType::kFp16);
+  if (scaler_->enabled()) {
+    const LossScaleConfig& s = config_.train.lossScale;
+    if (s.fixed > 0)
+      logger().info("loss scale fixed at {:g} (train.loss_scale.fixed)", s.fixed);
+    else
+      logger().info(
+          "loss scale starts at {:g}: x{:g} after {} clean steps, x{:g} after an overflow "
+          "(train.loss_scale.*)",
+          s.init, s.growthFactor, s.growthInterval, s.backoffFactor);
   }
   // Accepted so configs written for the planned graph capture keep loading; say plainly that
   // the step still runs eagerly rather than let the setting look effective.
@@ -108,16 +127,16 @@ std::optional<CheckpointContent> Trainer::findResumePoint() {
     if (resumed) laneOrder = savedLaneOrder(*resumed);
   });
   // Every rank learns whether training resumes and where it stands.
-  at::Tensor header = at::zeros({14}, at::kDouble);
+  at::Tensor header = at::zeros({16}, at::kDouble);
   if (resumed) {
     const TrainerState& s = resumed->trainer;
     auto [lanes, stride] = laneOrder;
-    header =
-        at::tensor({1.0, double(s.step), double(s.epoch), double(s.batchInEpoch),
-                    double(s.samplesSeen), double(s.canonicalShards), double(s.seed),
-                    double(s.globalBatch), double(s.badSteps), s.bestMetric, double(s.bestStep),
-                    double(s.evalsWithoutImprovement), double(lanes), double(stride)},
-                   at::kDouble);
+    header = at::tensor(
+        {1.0, double(s.step), double(s.epoch), double(s.batchInEpoch), double(s.samplesSeen),
+         double(s.canonicalShards), double(s.seed), double(s.globalBatch), double(s.badSteps),
+         s.bestMetric, double(s.bestStep), double(s.evalsWithoutImprovement), double(lanes),
+         double(stride), s.lossScale, double(s.lossScaleGrowthTracker)},
+        at::kDouble);
   }
   control_.broadcast(header, 0, "resume header");
   auto h = header.accessor<double, 1>();
@@ -136,6 +155,8 @@ std::optional<CheckpointContent> Trainer::findResumePoint() {
     s.evalsWithoutImprovement = std::llround(h[11]);
     savedLanes_ = std::llround(h[12]);
     savedLaneStride_ = std::llround(h[13]);
+    s.lossScale = h[14];
+    s.lossScaleGrowthTracker = std::llround(h[15]);
     if (!isRoot()) resumed.emplace();  // placeholder: tensors arrive by broadcast
     resumed->trainer = s;
   }
@@ -216,6 +237,14 @@ void Trainer::restoreFrom(std::optional<CheckpointContent>& resumed) {
   }
   dist::synchronizeParameters(*dataComm_, *model_);
   if (!resumed) return;
+  // The scale is global (every rank holds the same): any rank count continues with it.
+  scaler_->restore(state_.lossScale, state_.lossScaleGrowthTracker);
+  if (scaler_->dynamic() && state_.lossScale > 0)
+    logger().info("loss scale {:g} from the checkpoint ({} clean steps)", scaler_->scale(),
+                  scaler_->growthTracker());
+  else if (scaler_->dynamic())
+    logger().info("the checkpoint holds no loss scale (an fp32 or bf16 run): starting at {:g}",
+                  scaler_->scale());
   for (auto& [name, tensor] : optimizer_->state())
     dataComm_->broadcast(tensor, 0, "optimizer state " + name);
   at::Tensor steps = at::full({1}, static_cast<double>(resumed->optimizerSteps), at::kDouble);

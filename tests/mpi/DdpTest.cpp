@@ -198,6 +198,14 @@ TEST(DdpEquivalence, Bf16TransportStaysClose) {
   expectEquivalent(run, 5e-2, 2e-2);
 }
 
+TEST(DdpEquivalence, Fp16TransportStaysClose) {
+  RunOptions run;
+  run.split = equalSplit(12);
+  run.transport = at::kHalf;
+  // fp16 keeps 11 bits of mantissa in transit (and a narrower range: Note [Loss scaling]).
+  expectEquivalent(run, 1e-2, 5e-3);
+}
+
 TEST(DdpOverlap, BucketsLaunchBeforeBackwardReturns) {
   auto comm = dataComm();
   torch::manual_seed(11);

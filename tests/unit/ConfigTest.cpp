@@ -51,7 +51,7 @@ optim: {name: sgd, lr: 0.05, nesterov: yes}
   EXPECT_EQ(c.data.streams[1].window, 96);
   EXPECT_DOUBLE_EQ(c.data.split.valFraction, 0.2);
   EXPECT_EQ(c.model.hidden, 32);
-  EXPECT_EQ(c.train.precision, DType::kBf16);
+  EXPECT_EQ(c.train.precision, Precision::kBf16);
   EXPECT_EQ(c.train.maxSteps, 1000);
   EXPECT_EQ(c.optim.name, OptimizerKind::kSgd);
   EXPECT_TRUE(c.optim.nesterov);

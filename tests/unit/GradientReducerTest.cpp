@@ -171,24 +171,35 @@ TEST(GradientReducerGrads, MicroStepsAccumulateAndLaunchOnlyOnTheLast) {
         << "parameter " << i;
 }
 
-TEST(GradientReducerGrads, Bf16TransportRoundsOnlyInTransit) {
+// bf16 and fp16 (dist.grad_dtype) round the gradients on the wire only: fp32 gradients arrive.
+class GradientReducerTransport : public ::testing::TestWithParam<at::ScalarType> {};
+
+TEST_P(GradientReducerTransport, RoundsOnlyInTransit) {
+  const at::ScalarType wire = GetParam();
   torch::manual_seed(4);
   test::MlpStack model = deviceMlp(16, 2);
   at::Tensor x = at::randn({4, 16}, on());
   auto expected = referenceGrads(model, x);
   ReducerOptions options;
-  options.transportType = at::kBFloat16;
+  options.transportType = wire;
   auto reducer = makeReducer(*model, options);
   reducer.prepareForBackward(true);
   model->forward(x).pow(2).sum().backward();
   reducer.finishGradients();
   auto params = model->parameters();
+  bool rounded = false;
   for (std::size_t i = 0; i < params.size(); ++i) {
     EXPECT_EQ(params[i].grad().scalar_type(), at::kFloat);
-    at::Tensor rounded = expected[i].to(at::kBFloat16).to(at::kFloat);
-    EXPECT_TRUE(at::equal(params[i].grad(), rounded)) << "parameter " << i;
+    at::Tensor onTheWire = expected[i].to(wire).to(at::kFloat);
+    EXPECT_TRUE(at::equal(params[i].grad(), onTheWire)) << "parameter " << i;
+    rounded = rounded || !at::equal(onTheWire, expected[i]);
   }
+  EXPECT_TRUE(rounded) << "the wire dtype rounds some gradient (else the test shows nothing)";
 }
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GradientReducerTransport,
+                         ::testing::Values(at::kBFloat16, at::kHalf),
+                         [](const auto& info) { return std::string(c10::toString(info.param)); });
 
 TEST(GradientReducerGrads, FrozenAndTiedParametersAreHandled) {
   test::MlpStack model = deviceMlp(8, 2);
@@ -246,12 +257,14 @@ TEST(GradientReducerOptions, FromDistConfig) {
   EXPECT_EQ(options.firstBucketMb, 0.5);
   EXPECT_EQ(options.transportType, at::kBFloat16);
   EXPECT_EQ(dist::reducerOptionsFrom(DistConfig{}).transportType, at::kFloat);
+  config.gradDtype = DType::kFp16;
+  EXPECT_EQ(dist::reducerOptionsFrom(config).transportType, at::kHalf);
 }
 
 TEST(GradientReducerMisuse, UnsupportedTransportDtypeIsAConfigError) {
   test::MlpStack model = deviceMlp(4, 1);
   ReducerOptions options;
-  options.transportType = at::kHalf;
+  options.transportType = at::kDouble;
   EXPECT_THROW(makeReducer(*model, options), ConfigError);
 }
 
