@@ -28,6 +28,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "data"))
 sys.path.insert(0, os.path.join(HERE, "models"))
+import benchlib  # noqa: E402
 import cpu_throughput  # noqa: E402
 import gather_bench  # noqa: E402
 
@@ -90,8 +91,10 @@ def train_cmd(binary, config, path, run_dir):
 def count_instructions(binaries, workdir, config, args):
     print("\n| measure | new | old | old / new |")
     print("|---|---|---|---|")
+    rows = {}
 
     def row(name, counts):
+        rows[name] = counts
         print("| %s | %.4g | %.4g | **%.4f** |" % (name, counts["new"], counts["old"], counts["old"] / counts["new"]),
               flush=True)
 
@@ -111,6 +114,7 @@ def count_instructions(binaries, workdir, config, args):
             make = train_cmd(b, os.path.join(ROOT, "configs", cfg), path, os.path.join(workdir, side + name[-3:]))
             counts[side] = per_unit(make, 5, 5 + args.steps)
         row("%s, instructions per train step" % name, counts)
+    return rows
 
 
 def main():
@@ -123,30 +127,39 @@ def main():
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--skip-gather", action="store_true", help="compare training only")
+    parser.add_argument("--out", default="", help="raw JSON (default: bench/results/compare_builds-DATE.json)")
     parser.add_argument("--instructions", action="store_true",
                         help="count instructions with callgrind (use small --batches and --steps, e.g. 40 and 10)")
     args = parser.parse_args()
     binaries = {side: os.path.join(os.path.abspath(d), "megabatch") for side, d in (("new", args.new), ("old", args.old))}
+    host = benchlib.Host(1, binaries={"new": binaries["new"], "old": binaries["old"]})
+    benchlib.check_repeats(args.repeats)
     workdir = tempfile.mkdtemp(prefix="mb-compare-")
     series = os.path.join(workdir, "series.h5")
     gather_bench.write_series(series, args.rows)
     config = gather_config(workdir, series)
     report = os.path.join(workdir, "report.json")
     if args.instructions:
-        count_instructions(binaries, workdir, config, args)
+        counts = count_instructions(binaries, workdir, config, args)
+        benchlib.finish("compare_builds_instructions", {"new": args.new, "old": args.old, "counts": counts}, host,
+                        args.out)
         return
 
     def gather(side):
         return lambda r: gather_bench.ours(binaries[side], config, args.batches, report, threads=1)
 
     rows = [("gather, LSTM seed shape (ms per batch, 1 thread)", "ms", paired(args.repeats, gather("new"), gather("old")))]
-    demo, arith = cpu_throughput.make_data(binaries["new"], workdir)
-    for name, cfg, path in (("demo LSTM", "demo.yaml", demo), ("tiny GPT", "arith-gpt.yaml", arith)):
-        def train(side, cfg=cfg, path=path, name=name):
+    data = cpu_throughput.make_data(binaries["new"], workdir)
+    for model in ("lstm", "gpt"):
+        name = cpu_throughput.LABELS[model]
+
+        def train(side, model=model, name=name):
             def run(r):
-                run_dir = os.path.join(workdir, "%s-%s-%d" % (name.replace(" ", "_"), side, r))
-                return cpu_throughput.time_megabatch(binaries[side], os.path.join(ROOT, "configs", cfg), path, run_dir,
-                                                     1, args.steps, args.warmup)
+                run_dir = os.path.join(workdir, "%s-%s-%d" % (model, side, r))
+                measured = cpu_throughput.time_megabatch(binaries[side], model, data[model], run_dir, 1,
+                                                         args.steps, args.warmup)
+                host.sample_load()
+                return measured["wall_s"], measured["cpu_s"]
             return run
         pairs = paired(args.repeats, train("new"), train("old"))
         rows.append(("%s train step, wall (ms)" % name, "ms", [(1e3 * n[0], 1e3 * o[0]) for n, o in pairs]))
@@ -155,6 +168,9 @@ def main():
     print("|---|---|---|---|---|")
     for name, unit, pairs in rows:
         summarise(name, unit, pairs)
+    benchlib.finish("compare_builds", {"new": args.new, "old": args.old, "repeats": args.repeats,
+                                       "rows": [{"measure": n, "unit": u, "pairs_new_old": p} for n, u, p in rows]},
+                    host, args.out)
 
 
 if __name__ == "__main__":

@@ -11,12 +11,14 @@ concatenates the graphs, shifts each graph's edge ids by its first node and buil
 vector; the GIN layers aggregate with index_add_. megabatch gathers the batch on the device from
 the resident CSR arrays (Note [Graph gather] in src/data/layouts/GraphsLayout.h).
 
-Both time the same number of steps after warm-up; medians of the repeats are reported with their
-ratio (> 1: megabatch is faster). Then the time from launch to the first finished step on a file
+Both time the same number of steps after warm-up, in an order that alternates from repeat to
+repeat; the ratio reported is the median of the per-repeat ratios (> 1: megabatch is faster).
+The run prints and records the load average, thread settings and versions, is marked LOADED when
+the load average went above 1.5, and writes its raw JSON to bench/results/ (bench/benchlib.py). Then the time from launch to the first finished step on a file
 of --first-step-graphs graphs (default 100000), each side in a fresh process.
 
 usage: /usr/bin/python3 bench/graphs/gnn_bench.py BUILD_DIR [--repeats 5] [--steps 200]
-           [--batch 32] [--threads 1] [--first-step-graphs 100000] [--out results.json]
+           [--batch 8,32] [--threads 1] [--first-step-graphs 100000] [--out results.json]
 """
 import argparse
 import json
@@ -29,10 +31,12 @@ import tempfile
 import time
 
 import h5py
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import benchlib  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 HIDDEN, LAYERS = 64, 3
@@ -197,42 +201,59 @@ def first_step_child(path, batch, threads):
 
 # --- the run ---------------------------------------------------------------------------
 
+def compare_at_batch(binary, path, workdir, args, batch, host):
+    """Repeats of both sides at one batch size, alternating which goes first."""
+    mb, py = [], []
+    for r in range(args.repeats):
+        run_dir = os.path.join(workdir, "run-%d-%d" % (batch, r))
+        sides = [("mb", lambda: time_megabatch(binary, path, run_dir, args.threads, batch, args.steps,
+                                                args.warmup)),
+                 ("py", lambda: time_python(path, batch, args.threads, args.steps, args.warmup))]
+        for name, measure in (sides if r % 2 == 0 else sides[::-1]):
+            (mb if name == "mb" else py).append(measure())
+        host.sample_load()
+        print("batch %d repeat %d: megabatch %.2f ms/step (CPU %.2f), PyTorch + DataLoader %.2f ms/step "
+              "(CPU %.2f), load %.2f" % (batch, r, 1e3 * mb[-1][0], 1e3 * mb[-1][1], 1e3 * py[-1][0],
+                                         1e3 * py[-1][1], benchlib.load_average()[0]), flush=True)
+    row = {"batch": batch}
+    for side, runs in (("megabatch", mb), ("pytorch", py)):
+        row[side + "_wall_ms"] = [1e3 * w for w, _ in runs]
+        row[side + "_cpu_ms"] = [1e3 * c for _, c in runs]
+        row[side + "_median_ms"] = statistics.median(row[side + "_wall_ms"])
+        row[side + "_median_cpu_ms"] = statistics.median(row[side + "_cpu_ms"])
+    # Medians of the per-repeat ratios (> 1: megabatch is faster).
+    row["ratio"] = benchlib.median_ratio(row["pytorch_wall_ms"], row["megabatch_wall_ms"])
+    row["cpu_ratio"] = benchlib.median_ratio(row["pytorch_cpu_ms"], row["megabatch_cpu_ms"])
+    return row
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("build")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20, help="also the log window; divides --steps")
-    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--batch", default="32", help="graphs per step; a comma list runs each (8,32)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--graphs", type=int, default=3000)
     parser.add_argument("--first-step-graphs", type=int, default=100000)
     parser.add_argument("--skip-first-step", action="store_true")
-    parser.add_argument("--out", default="")
+    parser.add_argument("--out", default="", help="raw JSON (default: bench/results/gnn_bench-DATE.json)")
     parser.add_argument("--first-step-child", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    batches = [int(b) for b in str(args.batch).split(",")]
     if args.first_step_child:
-        return first_step_child(args.first_step_child, args.batch, args.threads)
+        return first_step_child(args.first_step_child, batches[0], args.threads)
     binary = os.path.join(os.path.abspath(args.build), "megabatch")
+    host = benchlib.Host(args.threads, binaries={"megabatch": binary})
+    benchlib.check_repeats(args.repeats)
     workdir = tempfile.mkdtemp(prefix="mb-gnn-bench-")
     path = os.path.join(workdir, "graphs.h5")
     subprocess.run([binary, "data", "synth-graphs", "--out", path, "--graphs", str(args.graphs)],
                    check=True, stdout=subprocess.DEVNULL)
-    mb, py = [], []
-    for r in range(args.repeats):  # alternate, so load changes hit both sides alike
-        run_dir = os.path.join(workdir, "run-%d" % r)
-        mb.append(time_megabatch(binary, path, run_dir, args.threads, args.batch, args.steps, args.warmup))
-        py.append(time_python(path, args.batch, args.threads, args.steps, args.warmup))
-        print("repeat %d: megabatch %.2f ms/step (CPU %.2f), PyTorch + DataLoader %.2f ms/step (CPU %.2f)"
-              % (r, 1e3 * mb[-1][0], 1e3 * mb[-1][1], 1e3 * py[-1][0], 1e3 * py[-1][1]), flush=True)
-    result = {"batch": args.batch, "threads": args.threads, "steps": args.steps, "graphs": args.graphs}
-    for side, runs in (("megabatch", mb), ("pytorch", py)):
-        result[side + "_wall_ms"] = [1e3 * w for w, _ in runs]
-        result[side + "_cpu_ms"] = [1e3 * c for _, c in runs]
-        result[side + "_median_ms"] = statistics.median(result[side + "_wall_ms"])
-        result[side + "_median_cpu_ms"] = statistics.median(result[side + "_cpu_ms"])
-    result["ratio"] = result["pytorch_median_ms"] / result["megabatch_median_ms"]
-    result["cpu_ratio"] = result["pytorch_median_cpu_ms"] / result["megabatch_median_cpu_ms"]
+    result = {"threads": args.threads, "steps": args.steps, "warmup": args.warmup, "graphs": args.graphs,
+              "repeats": args.repeats,
+              "rows": [compare_at_batch(binary, path, workdir, args, b, host) for b in batches]}
 
     if args.skip_first_step:
         args.first_step_graphs = 0
@@ -244,11 +265,12 @@ def main():
     first_mb, first_py = [], []
     for r in range(max(1, args.repeats // 2) if args.first_step_graphs else 0):
         cmd = megabatch_command(binary, big, os.path.join(workdir, "first-%d" % r), args.threads,
-                                args.batch, 1, 1)
+                                batches[0], 1, 1)
         first_mb.append(seconds_to_line(cmd, "step 1/1", env))
         child = [sys.executable, os.path.abspath(__file__), args.build, "--first-step-child", big,
-                 "--batch", str(args.batch), "--threads", str(args.threads)]
+                 "--batch", str(batches[0]), "--threads", str(args.threads)]
         first_py.append(seconds_to_line(child, "first step done", env))
+        host.sample_load()
         print("first step on %d graphs: megabatch %.2f s, PyTorch + DataLoader %.2f s"
               % (args.first_step_graphs, first_mb[-1], first_py[-1]), flush=True)
     result["first_step_graphs"] = args.first_step_graphs
@@ -258,18 +280,16 @@ def main():
     print("\n| batch | threads | megabatch ms/step (CPU) | PyTorch + DataLoader ms/step (CPU) "
           "| ratio, wall | ratio, CPU |")
     print("|---|---|---|---|---|---|")
-    print("| %d | %d | %.2f (%.2f) | %.2f (%.2f) | **%.2f** | %.2f |" % (
-        args.batch, args.threads, result["megabatch_median_ms"], result["megabatch_median_cpu_ms"],
-        result["pytorch_median_ms"], result["pytorch_median_cpu_ms"], result["ratio"],
-        result["cpu_ratio"]))
+    for row in result["rows"]:
+        print("| %d | %d | %.2f (%.2f) | %.2f (%.2f) | **%.2f** | %.2f |" % (
+            row["batch"], args.threads, row["megabatch_median_ms"], row["megabatch_median_cpu_ms"],
+            row["pytorch_median_ms"], row["pytorch_median_cpu_ms"], row["ratio"], row["cpu_ratio"]))
+    print("ratios: medians of the %d per-repeat ratios (> 1: megabatch faster)" % args.repeats)
     if first_mb:
         print("launch to first step, %d graphs: megabatch %.2f s, PyTorch %.2f s"
               % (args.first_step_graphs, result["megabatch_first_step_s"],
                  result["pytorch_first_step_s"]))
-    print("torch %s, %s" % (torch.__version__, torch.__config__.parallel_info().splitlines()[0]))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
+    benchlib.finish("gnn_bench", result, host, args.out)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,10 @@ gradients megabatch matches to 1e-5), AdamW with its multi-tensor kernel, fp32, 
 torch.set_num_threads(threads). On PyTorch >= 2.0 the GPT's attention is the fused
 F.scaled_dot_product_attention (as in nanoGPT), as megabatch uses on LibTorch 2.x. Every side
 times the same number of steps after warm-up (which includes compilation); medians of the
-repeats are reported, with ratios (> 1 means megabatch is faster). The Python sides run with
+repeats are reported, and ratios as medians of the per-repeat ratios (> 1 means megabatch is
+faster). The run prints and records the load average, thread settings and versions, is marked
+LOADED when the load average went above 1.5, and writes its raw JSON to bench/results/
+(bench/benchlib.py). The Python sides run with
 the glibc malloc policy megabatch sets for itself (keep freed memory: PYTHON_MALLOC_ENV; about
 4,000 page faults per step less; --default-malloc leaves glibc's defaults), and the compile
 side with Debian's libsleef preloaded, without which inductor's vectorised kernels do not load
@@ -39,6 +42,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import benchlib  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 LSTM_STREAMS = {"m1": 60, "m5": 24, "h1": 12}
@@ -313,15 +319,20 @@ def summarise(model, sides, runs, args):
                               "samples_per_s": 1e3 * BATCH / statistics.median(wall),
                               "setup_s": [r.get("setup_s") for r in runs[side]],
                               "version": runs[side][0].get("torch") or runs[side][0].get("version")}
-    ms = {s: row["sides"][s]["median_ms"] for s in sides}
-    cpu = {s: row["sides"][s]["median_cpu_ms"] for s in sides}
-    pairs = [("mb-1.13", "eager-1.13"), ("mb-2.6", "eager-2.6"), ("mb-2.6", "compile-2.6")]
-    row["ratios"] = {"%s / %s" % (a, b): ms[b] / ms[a] for a, b in pairs if a in ms and b in ms}
-    row["cpu_ratios"] = {"%s / %s" % (a, b): cpu[b] / cpu[a] for a, b in pairs if a in cpu and b in cpu}
-    if all(s in ms for s in ("mb-2.6", "eager-2.6", "compile-2.6")):
-        name = "mb-2.6 / faster of eager-2.6, compile-2.6"
-        row["ratios"][name] = min(ms["eager-2.6"], ms["compile-2.6"]) / ms["mb-2.6"]
-        row["cpu_ratios"][name] = min(cpu["eager-2.6"], cpu["compile-2.6"]) / cpu["mb-2.6"]
+    # Ratios (> 1: megabatch faster) are medians of the per-repeat ratios: each repeat's
+    # megabatch against the Python side(s) of that same repeat, which shared its load.
+    wall = {s: row["sides"][s]["wall_ms"] for s in sides}
+    cpu = {s: row["sides"][s]["cpu_ms"] for s in sides}
+    pairs = [("mb-1.13", ["eager-1.13"]), ("mb-2.6", ["eager-2.6"]), ("mb-2.6", ["compile-2.6"]),
+             ("mb-2.6", ["eager-2.6", "compile-2.6"])]
+    row["ratios"], row["cpu_ratios"] = {}, {}
+    for mine, theirs in pairs:
+        if mine not in wall or any(t not in wall for t in theirs):
+            continue
+        name = "%s / %s" % (mine, theirs[0] if len(theirs) == 1 else "faster of " + ", ".join(theirs))
+        for key, times in (("ratios", wall), ("cpu_ratios", cpu)):
+            best = [min(times[t][i] for t in theirs) for i in range(len(times[mine]))]
+            row[key][name] = benchlib.median_ratio(best, times[mine])
     return row
 
 
@@ -332,7 +343,8 @@ def print_tables(results, sides):
         cells = ["%.0f (%.1f ms, CPU %.1f ms)" % (r["sides"][s]["samples_per_s"], r["sides"][s]["median_ms"],
                                                   r["sides"][s]["median_cpu_ms"]) for s in sides]
         print("| %s | %s |" % (r["model"], " | ".join(cells)))
-    print("\nsamples/s (median ms per step, median CPU ms per step); ratios > 1: megabatch faster")
+    print("\nsamples/s (median ms per step, median CPU ms per step); ratios: medians of the "
+          "per-repeat ratios, > 1: megabatch faster")
     for r in results:
         for name, value in r["ratios"].items():
             print("%-10s %-46s wall %.2f  CPU %s" % (r["model"], name, value,
@@ -359,6 +371,10 @@ def drive(args):
     # The Debian 13 root sees the checkout, not this machine's /tmp: work under out/.
     os.makedirs(os.path.join(ROOT, "out"), exist_ok=True)
     workdir = tempfile.mkdtemp(prefix="cpu-throughput-", dir=os.path.join(ROOT, "out"))
+    binaries = {"mb-1.13": os.path.join(args.build, "megabatch")}
+    host = benchlib.Host(args.threads, binaries=binaries,
+                         extra_versions={"mb-2.6": "LibTorch 2.6 build in " + args.torch2} if args.torch2 else {})
+    benchlib.check_repeats(args.repeats)
     data = make_data(os.path.join(args.build, "megabatch"), workdir)
     models = [args.only] if args.only else list(MODELS)
     results = []
@@ -369,13 +385,14 @@ def drive(args):
             for side in order:
                 run_dir = os.path.join(workdir, "run-%s-%s-%d" % (model, side, r))
                 runs[side].append(run_side(side, args, model, data[model], run_dir))
+            host.sample_load()
             print("%-9s repeat %d: " % (LABELS[model], r) +
-                  ", ".join("%s %.2f ms" % (s, 1e3 * runs[s][-1]["wall_s"]) for s in sides), flush=True)
+                  ", ".join("%s %.2f ms" % (s, 1e3 * runs[s][-1]["wall_s"]) for s in sides) +
+                  ", load %.2f" % benchlib.load_average()[0], flush=True)
         results.append(summarise(model, sides, runs, args))
     print_tables(results, sides)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=1)
+    benchlib.finish("cpu_throughput", {"settings": {k: v for k, v in vars(args).items()}, "models": results},
+                    host, args.out)
 
 
 def main():

@@ -23,7 +23,7 @@ graph before it is timed). Each repeat
 runs all three, interleaved; the table gives medians over repeats and the ratios are medians of
 the per-repeat ratios.
 
-    /usr/bin/python3 bench/models/panel_gat_bench.py --binary build/megabatch [--repeats 3]
+    /usr/bin/python3 bench/models/panel_gat_bench.py --binary build/megabatch [--repeats 5]
         [--instruments 1000] [--dates 330] [--batch 4] [--threads 2] [--device cpu|cuda]
 """
 import argparse
@@ -41,6 +41,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import benchlib  # noqa: E402
 
 CONFIG = """
 run: {{dir: {run_dir}, log_every: {log_every}, resume: never, checkpoint_every: 100000}}
@@ -252,7 +255,7 @@ def main():
     warnings.filterwarnings("ignore", message="scatter_reduce")  # torch 1.13: "in beta"
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--binary", default="build/megabatch")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--dates", type=int, default=330)
     parser.add_argument("--instruments", type=int, default=1000)
     parser.add_argument("--features", type=int, default=8)
@@ -271,8 +274,11 @@ def main():
                         help="torch threads of both sides (1: OpenMP threads that spin-wait make "
                              "timings erratic on a busy host)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--out", default="", help="raw JSON (default: bench/results/panel_gat_bench-DATE.json)")
     args = parser.parse_args()
     device = torch.device(args.device)
+    host = benchlib.Host(args.threads, binaries={"megabatch": args.binary})
+    benchlib.check_repeats(args.repeats)
 
     with tempfile.TemporaryDirectory(prefix="mbgatbench-") as tmp:
         data = os.path.join(tmp, "panel.h5")
@@ -283,13 +289,21 @@ def main():
         dates = list(range(first, first + int((args.dates - first) * 0.96)))
         rows = {"before": [], "after": [], "mine": [], "mine_build": []}
         for repeat in range(args.repeats):
-            rows["before"].append(baseline(args, data, dates, cached=False, device=device))
-            rows["after"].append(baseline(args, data, dates, cached=True, device=device))
-            mine, build, last = megabatch(args, data, tmp, repeat)
-            rows["mine"].append(mine)
-            rows["mine_build"].append(build)
-            print("repeat %d: before %.2f, after %.2f, megabatch %.2f dates/s (first epoch %.2f)" % (
-                repeat, rows["before"][-1], rows["after"][-1], mine, build), flush=True)
+            def run_megabatch():
+                mine, build, last = megabatch(args, data, tmp, repeat)
+                rows["mine"].append(mine)
+                rows["mine_build"].append(build)
+                rows["last"] = last
+            sides = [lambda: rows["before"].append(baseline(args, data, dates, cached=False, device=device)),
+                     lambda: rows["after"].append(baseline(args, data, dates, cached=True, device=device)),
+                     run_megabatch]
+            for side in sides[repeat % 3:] + sides[:repeat % 3]:  # rotate which goes first
+                side()
+            host.sample_load()
+            print("repeat %d: before %.2f, after %.2f, megabatch %.2f dates/s (first epoch %.2f), load %.2f" % (
+                repeat, rows["before"][-1], rows["after"][-1], rows["mine"][-1], rows["mine_build"][-1],
+                benchlib.load_average()[0]), flush=True)
+        last = rows.pop("last")
         med = {k: statistics.median(v) for k, v in rows.items()}
         print()
         print("device %s, %d torch threads, %d dates x %d instruments x %d features, window %d, "
@@ -306,14 +320,16 @@ def main():
                             ("mine_build", "megabatch: epoch 1, building each date's graph")):
             print("| %s | %.2f | %.0f |" % (label, med[name], med[name] * args.instruments))
         print()
-        before = statistics.median(m / b for m, b in zip(rows["mine"], rows["before"]))
-        after = statistics.median(m / a for m, a in zip(rows["mine"], rows["after"]))
-        print("megabatch / before: %.2fx (target >= 3x); megabatch / after: %.2fx (target >= 1.0x); "
+        before = benchlib.median_ratio(rows["mine"], rows["before"])
+        after = benchlib.median_ratio(rows["mine"], rows["after"])
+        print("megabatch / before: %.2fx (target >= 3x); megabatch / after: %.2fx (target >= 1.15x); "
               "medians of per-repeat ratios" % (before, after))
         print("last megabatch window: step split data %.1f ms, fwd-bwd %.1f ms, comm %.1f ms, optimizer %.1f ms" % (
             1e3 * last["data_time_s"], 1e3 * last["fwd_bwd_time_s"], 1e3 * last["comm_time_s"],
             1e3 * last["optimizer_time_s"]))
-        sys.stdout.flush()
+        result = {"settings": vars(args), "dates_per_s": rows, "medians": med, "ratio_before": before,
+                  "ratio_after": after, "last_window": last}
+        benchlib.finish("panel_gat_bench", result, host, args.out)
 
 
 if __name__ == "__main__":
