@@ -144,3 +144,18 @@ def finish(name, result, host, out=""):
         json.dump(payload, f, indent=1)
     print("raw results: %s" % out)
     return out
+
+
+def profile_steps(step, steps=20):
+    """With MEGABATCH_PROFILE=FILE set, runs `step()` `steps` more times under torch's operator
+    profiler and writes a Chrome trace to FILE, for bench/profile_ops.py (Note [Operator profile]
+    in src/train/StepProfiler.h). Call it after the timed steps: profiled steps are slower."""
+    path = os.environ.get("MEGABATCH_PROFILE")
+    if not path:
+        return
+    import torch
+    with torch.autograd.profiler.profile() as prof:
+        for _ in range(steps):
+            step()
+    prof.export_chrome_trace(path)
+    print("operator profile of %d steps: %s" % (steps, path), flush=True)

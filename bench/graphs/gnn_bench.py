@@ -128,7 +128,9 @@ def time_python(path, batch, threads, steps, warmup):
     start, start_cpu = time.perf_counter(), time.process_time()
     for _ in range(steps):
         next(step)
-    return (time.perf_counter() - start) / steps, (time.process_time() - start_cpu) / steps
+    timed = (time.perf_counter() - start) / steps, (time.process_time() - start_cpu) / steps
+    benchlib.profile_steps(lambda: next(step))
+    return timed
 
 
 # --- megabatch --------------------------------------------------------------------------

@@ -185,6 +185,7 @@ def time_python(model, path, threads, steps, warmup, compiled):
     for _ in range(steps):
         step()
     wall, cpu = (time.perf_counter() - start) / steps, (time.process_time() - start_cpu) / steps
+    benchlib.profile_steps(step)
     return {"wall_s": wall, "cpu_s": cpu, "setup_s": setup, "torch": torch.__version__}
 
 

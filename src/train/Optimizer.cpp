@@ -1,11 +1,13 @@
 #include "train/Optimizer.h"
 
 #include <cmath>
+#include <cstring>
 
 #include <ATen/Functions.h>
 #include <c10/util/irange.h>
 
 #include "common/Error.h"
+#include "train/FusedUpdate.h"
 
 namespace mb::train {
 namespace {
@@ -36,14 +38,85 @@ void Optimizer::ensureState() {
   }
 }
 
-void Optimizer::step(double lr) {
+std::vector<at::Tensor> Optimizer::grads() const {
+  std::vector<at::Tensor> out;
+  for (const auto& [name, p] : parameters_) {
+    if (p.grad().defined()) out.push_back(p.grad());
+  }
+  return out;
+}
+
+double Optimizer::gradNorm() const {
+  std::vector<at::Tensor> all = grads();
+  if (all.empty()) return 0.0;
+  if (fused::eligible(all)) return fused::norm(all);
+  at::NoGradGuard noGrad;
+  return at::stack(at::_foreach_norm(all)).to(at::kDouble).norm().item<double>();
+}
+
+void Optimizer::step(double lr, double gradScale) {
   steps_ = stepCount() + 1;
   deviceSteps_ = at::Tensor();
+  if (stepFused(lr, gradScale)) return;
+  if (gradScale != 1.0) {
+    at::NoGradGuard noGrad;
+    std::vector<at::Tensor> all = grads();
+    if (!all.empty()) at::_foreach_mul_(all, gradScale);
+  }
   if (config_.name == OptimizerKind::kSgd) {
     stepSgd(lr);
   } else {
     stepAdam(lr, config_.name == OptimizerKind::kAdamW);
   }
+}
+
+bool Optimizer::stepFused(double lr, double gradScale) {
+  std::vector<std::size_t> active;
+  std::vector<at::Tensor> tensors;
+  const bool sgd = config_.name == OptimizerKind::kSgd;
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    const at::Tensor& p = parameters_[i].second;
+    if (!p.grad().defined()) continue;
+    active.push_back(i);
+    tensors.insert(tensors.end(), {p, p.grad()});
+    if (sgd && config_.momentum > 0) tensors.push_back(momentum_[i]);
+    if (!sgd) tensors.insert(tensors.end(), {expAvg_[i], expAvgSq_[i]});
+  }
+  if (!fused::eligible(tensors)) return false;
+  const auto f = [](double x) { return static_cast<float>(x); };
+  if (sgd) {
+    fused::SgdCoefficients c;
+    c.gradScale = f(gradScale);
+    c.momentum = f(config_.momentum);
+    c.nesterov = config_.nesterov;
+    c.first = steps_ == 1;
+    c.negativeLr = f(-lr);
+    for (std::size_t i : active) {
+      c.l2 = decays_[i] ? f(config_.weightDecay) : 0.0f;
+      const at::Tensor& p = parameters_[i].second;
+      fused::sgd(p, p.grad(), config_.momentum > 0 ? momentum_[i] : at::Tensor(), c);
+    }
+    return true;
+  }
+  const bool decoupled = config_.name == OptimizerKind::kAdamW;
+  const double beta1 = config_.beta1, beta2 = config_.beta2;
+  fused::AdamCoefficients c;
+  c.gradScale = f(gradScale);
+  c.beta1 = f(beta1);
+  c.oneMinusBeta1 = f(1.0 - beta1);
+  c.beta2 = f(beta2);
+  c.oneMinusBeta2 = f(1.0 - beta2);
+  c.correction2Root = f(std::sqrt(1.0 - std::pow(beta2, static_cast<double>(steps_))));
+  c.eps = f(config_.eps);
+  c.stepSize = f(-lr / (1.0 - std::pow(beta1, static_cast<double>(steps_))));
+  for (std::size_t i : active) {
+    const bool decays = decays_[i] && config_.weightDecay > 0;
+    c.l2 = decays && !decoupled ? f(config_.weightDecay) : 0.0f;
+    c.decay = decays && decoupled ? f(1.0 - lr * config_.weightDecay) : 1.0f;
+    const at::Tensor& p = parameters_[i].second;
+    fused::adam(p, p.grad(), expAvg_[i], expAvgSq_[i], c);
+  }
+  return true;
 }
 
 void Optimizer::stepAdam(double lr, bool decoupled) {
@@ -191,11 +264,14 @@ void Optimizer::stepSgd(double lr) {
 }
 
 void Optimizer::zeroGrad() {
-  std::vector<at::Tensor> grads;
-  for (const auto& [name, p] : parameters_) {
-    if (p.grad().defined()) grads.push_back(p.grad());
+  std::vector<at::Tensor> all = grads();
+  if (all.empty()) return;
+  if (fused::eligible(all)) {  // one memset each, no operator dispatch (Note [Fused CPU update])
+    for (const at::Tensor& g : all)
+      std::memset(g.data_ptr<float>(), 0, static_cast<std::size_t>(g.numel()) * sizeof(float));
+    return;
   }
-  if (!grads.empty()) at::_foreach_zero_(grads);
+  at::_foreach_zero_(all);
 }
 
 NamedTensors Optimizer::state() const {

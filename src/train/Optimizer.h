@@ -26,8 +26,12 @@ class Optimizer {
  public:
   Optimizer(const OptimConfig& config, NamedTensors parameters);
 
-  // One update with learning rate `lr` from the parameters' .grad() (undefined grads skip).
-  void step(double lr);
+  // One update with learning rate `lr` from the parameters' .grad() (undefined grads skip),
+  // each gradient first multiplied by `gradScale` (the clip factor). On the CPU this is one pass
+  // per parameter (Note [Fused CPU update] in FusedUpdate.h).
+  void step(double lr, double gradScale = 1.0);
+  // The global L2 norm of the gradients (the clip's input), on the host.
+  double gradNorm() const;
   // The same update, taken or not by the device: `apply` is a 0-d float on the parameters'
   // device, 1 to update and 0 to leave parameters, state and step count exactly as they are.
   // Gradients must be finite (zero them where apply is 0). Nothing is read on the host, so the
@@ -47,6 +51,10 @@ class Optimizer {
  private:
   void stepAdam(double lr, bool decoupled);
   void stepSgd(double lr);
+  // The CPU path of step(): false (nothing done) when some tensor is not contiguous float32 on
+  // the CPU.
+  bool stepFused(double lr, double gradScale);
+  std::vector<at::Tensor> grads() const;
   void stepAdamMasked(double lr, bool decoupled, const at::Tensor& apply);
   void stepSgdMasked(double lr, const at::Tensor& apply);
   void ensureState();

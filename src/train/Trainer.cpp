@@ -31,6 +31,7 @@
 #include "train/Precision.h"
 #include "train/Signals.h"
 #include "train/StepPhases.h"
+#include "train/StepProfiler.h"
 
 namespace mb::train {
 namespace fs = std::filesystem;
@@ -107,6 +108,7 @@ RunOutcome Trainer::run() {
   }
 
   progress_ = std::make_unique<ProgressBar>(config_.run.progress, isRoot());
+  profiler_ = std::make_unique<StepProfiler>(runtime_.rank());  // Note [Operator profile]
   Window window;
   bool epochStarted = false;
   RunOutcome outcome = RunOutcome::kFinished;
@@ -124,7 +126,9 @@ RunOutcome Trainer::run() {
       // A rank stuck outside any collective (a hung kernel, a deadlocked loader) ends itself too.
       dist::Watchdog::Scope guard =
           dist::Watchdog::instance().track("training step " + std::to_string(state_.step + 1));
+      profiler_->beforeStep(state_.step + 1);
       step = trainStep();
+      profiler_->afterStep(state_.step + 1);
     }
     ++state_.step;
     ++state_.batchInEpoch;
@@ -235,21 +239,21 @@ Trainer::StepResult Trainer::trainStep() {
   const at::Tensor foundInf = scaler_->unscale(grads);
   const at::Tensor scaleUsed =
       scaler_->enabled() ? scaler_->scaleTensor().to(at::kDouble) : at::Tensor();
-  at::Tensor gradNorm = at::stack(at::_foreach_norm(grads)).to(at::kDouble).norm();
   const double clip = config_.train.gradClip;
   if (hostSyncEveryStep()) {
-    const double norm = gradNorm.item<double>();
+    // On the CPU the norm, the clip and the update are a pass each over the parameters
+    // (Note [Fused CPU update]).
+    const double norm = optimizer_->gradNorm();
     const bool overflow = foundInf.defined() && foundInf.item<float>() > 0;
-    if (std::isfinite(norm) && !overflow) {
-      if (clip > 0 && norm > clip) at::_foreach_mul_(grads, clip / (norm + 1e-6));
-      optimizer_->step(currentLr());
-    }
+    if (std::isfinite(norm) && !overflow)
+      optimizer_->step(currentLr(), clip > 0 && norm > clip ? clip / (norm + 1e-6) : 1.0);
     // On the host: settling reads no device.
     result.check =
         foundInf.defined()
             ? at::tensor({norm, overflow ? 1.0 : 0.0, scaleUsed.item<double>()}, at::kDouble)
             : at::full({1}, norm, at::kDouble);
   } else {
+    at::Tensor gradNorm = at::stack(at::_foreach_norm(grads)).to(at::kDouble).norm();
     if (clip > 0) {
       at::Tensor scale =
           at::where(gradNorm > clip, clip / (gradNorm + 1e-6), at::ones_like(gradNorm));

@@ -41,6 +41,7 @@ class LossScaler;
 class MetricsWriter;
 class Optimizer;
 class PhaseClock;
+class StepProfiler;
 
 // How a run ended (the process exit code follows from it).
 enum class RunOutcome { kFinished, kEarlyStopped, kPreempted, kTooManyBadSteps };
@@ -125,6 +126,7 @@ class Trainer {
   std::unique_ptr<MetricsWriter> metrics_;                 // rank 0 only
   std::unique_ptr<ProgressBar> progress_;                  // rank 0 on a terminal
   std::unique_ptr<PhaseClock> phases_;                     // Note [Step phases]
+  std::unique_ptr<StepProfiler> profiler_;                 // Note [Operator profile]
   std::unique_ptr<GpuUtilisation> gpuUtilisation_;         // rank 0 on CUDA, when NVML loads
   StarvationWatch starvation_{config_.train.gpuUtilWarn};  // after config_: reads it
   TrainerState state_;
