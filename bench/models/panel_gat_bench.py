@@ -193,26 +193,29 @@ def baseline(args, data, dates, cached, device):
             graphs = build_graphs(torch.stack([it[2] for it in items]), torch.stack([it[1] for it in items]),
                                   args.k, args.min_periods)
             cache.update({it[4]: g for it, g in zip(items, graphs)})
+    def train_step(windows, present, past, target, t):
+        if cached:
+            graphs = [cache[int(d)] for d in t]
+        else:
+            graphs = build_graphs(past, present, args.k, args.min_periods)
+        src, dst = batch_graph(graphs, present.shape[1], device)
+        windows, present, target = windows.to(device), present.to(device), target.to(device)
+        out = model(windows, src, dst)
+        weight = present.float()
+        loss = (((out - target) ** 2 * weight).sum(1) / weight.sum(1).clamp_min(1)).mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
     times = []
     step = 0
     while len(times) < args.steps:
         last = time.perf_counter()
-        for windows, present, past, target, t in loader:  # the collate counts: it is a step's cost
-            if cached:
-                graphs = [cache[int(d)] for d in t]
-            else:
-                graphs = build_graphs(past, present, args.k, args.min_periods)
-            src, dst = batch_graph(graphs, present.shape[1], device)
-            windows, present, target = windows.to(device), present.to(device), target.to(device)
-            out = model(windows, src, dst)
-            weight = present.float()
-            loss = (((out - target) ** 2 * weight).sum(1) / weight.sum(1).clamp_min(1)).mean()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            if device.type == "cuda":
-                torch.cuda.synchronize()
+        for batch in loader:  # the collate counts: it is a step's cost
+            train_step(*batch)
             now = time.perf_counter()
             step += 1
             if step > args.warmup:
@@ -220,6 +223,9 @@ def baseline(args, data, dates, cached, device):
             last = now
             if len(times) >= args.steps:
                 break
+    if cached:  # MEGABATCH_PROFILE: the operators of a few more steps (bench/profile_ops.py)
+        batches = iter(loader)
+        benchlib.profile_steps(lambda: train_step(*next(batches)), steps=min(5, len(loader)))
     return args.batch / statistics.median(times)
 
 

@@ -10,6 +10,7 @@
 #include "common/Error.h"
 #include "common/Strings.h"
 #include "model/parts/Heads.h"
+#include "model/parts/RowGather.h"
 
 namespace mb::model {
 namespace {
@@ -173,18 +174,18 @@ at::Tensor GatConv::forward(const at::Tensor& h, const at::Tensor& src, const at
   at::Tensor x = lin_->forward(h).to(at::kFloat).view({nodes, heads_, channels_});  // [M, H, C]
   at::Tensor fromSrc = (x * attSrc_.to(at::kFloat)).sum(-1);                        // [M, H]
   at::Tensor atDst = (x * attDst_.to(at::kFloat)).sum(-1);
-  at::Tensor score = at::leaky_relu(fromSrc.index_select(0, src) + atDst.index_select(0, dst),
+  at::Tensor score = at::leaky_relu(gatherRows(fromSrc, src) + gatherRows(atDst, dst),
                                     kNegativeSlope);  // [E, H]
   // Note [Graph attention]: a bound of each destination's scores from its date's largest
   // source term (LeakyReLU is increasing), detached.
   at::Tensor dateMax = std::get<0>(fromSrc.detach().view({dates, nodesPerDate, heads_}).max(1));
   at::Tensor bound = at::leaky_relu(dateMax.repeat_interleave(nodesPerDate, 0) + atDst.detach(),
                                     kNegativeSlope);  // [M, H]
-  at::Tensor weight = (score - bound.index_select(0, dst)).exp();
+  at::Tensor weight = (score - gatherRows(bound, dst)).exp();
   at::Tensor total = at::zeros({nodes, heads_}, score.options()).index_add(0, dst, weight);
-  at::Tensor alpha = weight / (total.index_select(0, dst) + 1e-16);
+  at::Tensor alpha = weight / (gatherRows(total, dst) + 1e-16);
   alpha = at::dropout(alpha, dropout_, is_training());
-  at::Tensor messages = x.index_select(0, src) * alpha.unsqueeze(-1);  // [E, H, C]
+  at::Tensor messages = gatherRows(x, src) * alpha.unsqueeze(-1);  // [E, H, C]
   at::Tensor out =
       at::zeros({nodes, heads_, channels_}, messages.options()).index_add(0, dst, messages);
   return out.view({nodes, heads_ * channels_}) + bias_;

@@ -11,6 +11,7 @@
 
 #include "common/Error.h"
 #include "common/TorchCompat.h"
+#include "model/parts/RowGather.h"
 
 namespace mb::model {
 
@@ -27,11 +28,11 @@ at::Tensor scatterMax(const at::Tensor& src, const at::Tensor& index, std::int64
 }
 
 at::Tensor groupSoftmax(const at::Tensor& scores, const at::Tensor& index, std::int64_t size) {
-  at::Tensor s = scores.to(at::kFloat);                          // [E, H]
-  at::Tensor peak = scatterMax(s.detach(), index, size);         // [size, H]; a constant shift
-  at::Tensor weights = (s - peak.index_select(0, index)).exp();  // [E, H], in (0, 1]
-  at::Tensor total = scatterSum(weights, index, size);           // [size, H], >= 1 per group used
-  return weights / total.index_select(0, index);
+  at::Tensor s = scores.to(at::kFloat);                      // [E, H]
+  at::Tensor peak = scatterMax(s.detach(), index, size);     // [size, H]; a constant shift
+  at::Tensor weights = (s - gatherRows(peak, index)).exp();  // [E, H], in (0, 1]
+  at::Tensor total = scatterSum(weights, index, size);       // [size, H], >= 1 per group used
+  return weights / gatherRows(total, index);
 }
 
 namespace {
@@ -56,9 +57,9 @@ class GcnLayer : public GraphLayer {
     at::Tensor source = edges[0], target = edges[1];
     at::Tensor ones = at::ones({target.size(0)}, x.options().dtype(at::kFloat));
     at::Tensor scale = scatterSum(ones, target, nodes).rsqrt();  // [N] in-degree^-1/2, >= 1 loop
-    at::Tensor norm = scale.index_select(0, source) * scale.index_select(0, target);  // [E + N]
-    at::Tensor h = lin_->forward(x);                                                  // [N, out]
-    at::Tensor messages = h.index_select(0, source) * norm.to(h.scalar_type()).unsqueeze(1);
+    at::Tensor norm = gatherRows(scale, source) * gatherRows(scale, target);  // [E + N]
+    at::Tensor h = lin_->forward(x);                                          // [N, out]
+    at::Tensor messages = gatherRows(h, source) * norm.to(h.scalar_type()).unsqueeze(1);
     return scatterSum(messages, target, nodes) + bias_;
   }
 
@@ -96,7 +97,7 @@ class GatLayer : public GraphLayer {
     at::Tensor fromTarget = (h * attDst_).sum(-1);                     // [N, H]
     at::Tensor edges = withSelfLoops(edgeIndex, nodes);                // [2, E + N]
     at::Tensor source = edges[0], target = edges[1];
-    at::Tensor scores = fromSource.index_select(0, source) + fromTarget.index_select(0, target);
+    at::Tensor scores = gatherRows(fromSource, source) + gatherRows(fromTarget, target);
     if (linEdge_ && edgeFeatures.defined()) {
       at::Tensor loops = at::zeros({nodes, edgeFeatures.size(1)}, edgeFeatures.options());
       at::Tensor e = linEdge_->forward(at::cat({edgeFeatures, loops}, 0))
@@ -106,7 +107,7 @@ class GatLayer : public GraphLayer {
     scores = at::leaky_relu(scores, 0.2);
     at::Tensor alpha = groupSoftmax(scores, target, nodes);  // [E + N, H] fp32
     if (dropout_ > 0) alpha = at::dropout(alpha, dropout_, is_training());
-    at::Tensor messages = h.index_select(0, source) * alpha.to(h.scalar_type()).unsqueeze(-1);
+    at::Tensor messages = gatherRows(h, source) * alpha.to(h.scalar_type()).unsqueeze(-1);
     return scatterSum(messages, target, nodes).view({nodes, heads_ * channels_}) + bias_;
   }
 
@@ -134,7 +135,7 @@ class GinLayer : public GraphLayer {
   at::Tensor forward(const at::Tensor& x, const at::Tensor& edgeIndex,
                      const at::Tensor& edgeFeatures) override {
     at::Tensor source = edgeIndex[0], target = edgeIndex[1];
-    at::Tensor messages = x.index_select(0, source);  // [E, in]
+    at::Tensor messages = gatherRows(x, source);  // [E, in]
     if (lin_ && edgeFeatures.defined())
       messages = at::relu(messages + lin_->forward(edgeFeatures).to(messages.scalar_type()));
     // GIN-0 ((1 + eps) x with eps = 0): the messages are added onto x itself, one op instead of
