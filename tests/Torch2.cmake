@@ -8,6 +8,8 @@
 #   - a 2-rank mpirun train -> SIGTERM -> resume, and an elastic resume (a checkpoint written
 #     on W ranks continues on W' ranks),
 #   - the multi-rank DDP and collectives tests (autograd hooks and MPI under 2.6),
+#   - a TorchScript module trained against a PyTorch 2.6 loop (the graph executor's CPU fusion
+#     hung on 2.6: Note [TorchScript fusion on the CPU]),
 #   - fp16 training on the CPU (fp16 CPU autocast needs LibTorch >= 2.2): the parity with
 #     torch.amp.GradScaler and the resumes (labelled in tests/torchscript/Tests.cmake).
 # The target megabatch_torch2 builds exactly the binaries those tests run.
@@ -15,7 +17,8 @@ set(MB_TORCH2_TESTS
   py.model.parity py.optimizer_parity
   py.train.sigterm_to_every_rank_checkpoints_and_resumes
   py.train.elastic_resume_matches_uninterrupted_run
-  mpi.ddp.np2 mpi.collectives.np2 mpi.loss_scaler.np2)
+  mpi.ddp.np2 mpi.collectives.np2 mpi.loss_scaler.np2
+  py.torchscript.losses_match_a_python_loop)
 set(MB_TORCH2_TARGETS
   megabatch megabatch_unit_tests megabatch_model_parity megabatch_optimizer_reference
   megabatch_mpi_tests)

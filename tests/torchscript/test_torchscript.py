@@ -28,6 +28,11 @@ import mbtest  # noqa: E402
 from mbtest import read_metrics, train_losses  # noqa: E402
 import modules  # noqa: E402
 
+# megabatch runs TorchScript on the CPU without the graph executor's TensorExpr fuser (Note
+# [TorchScript fusion on the CPU] in src/model/kinds/TorchScriptModel.cpp: with PyTorch 2.6 a fused
+# fp32 graph hung); the Python references run the same graphs.
+torch._C._jit_set_texpr_fuser_enabled(False)
+
 STEPS = 20
 RTOL = 1e-5  # the acceptance: per-step losses within 1e-5 relative
 LR = {"sgd": 0.05, "adamw": 0.01}

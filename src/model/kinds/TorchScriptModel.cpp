@@ -8,6 +8,7 @@
 #include <ATen/Functions.h>
 #include <ATen/core/Reduction.h>
 #include <ATen/core/grad_mode.h>
+#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <torch/csrc/jit/serialization/import.h>
 
 #include "common/Error.h"
@@ -78,9 +79,25 @@ std::string scriptError(const std::string& text) {
   return last + "\n" + str::join(lines, "\n");
 }
 
+// Note [TorchScript fusion on the CPU]
+// The graph executor fuses a scripted module's elementwise ops with the TensorExpr fuser after
+// profiling its first two calls. With Debian 13's LibTorch 2.6 that third call never returned
+// for the TwoStreamNet of tests/torchscript/modules.py in fp32 on the CPU (plain PyTorch 2.6
+// hangs the same way; under autocast the fuser leaves the graph alone). The CPU runs without the
+// fuser; the GPU keeps it.
+void keepCpuFusionOff() {
+  static const bool off = [] {
+    torch::jit::setTensorExprFuserEnabled(false);
+    return true;
+  }();
+  (void)off;
+}
+
 // Runs forward; a failure inside the TorchScript code becomes `fail(message)`.
 template <class Fail>
 at::Tensor callForward(torch::jit::Module& module, std::vector<c10::IValue> inputs, Fail fail) {
+  if (!inputs.empty() && inputs.front().isTensor() && inputs.front().toTensor().is_cpu())
+    keepCpuFusionOff();
   c10::IValue output;
   try {
     output = module.forward(std::move(inputs));
