@@ -319,6 +319,20 @@ class UntrustedDataTest(mbtest.TempDirTestCase):
     def test_external_link(self):
         self.check("external link")
 
+    def test_data_text_reads_regular_files_only(self):
+        fifo = self.path("text.fifo")
+        make_fifo(fifo)
+        for source in ("/dev/zero", fifo):
+            r, rss_kb = timed(["data", "text", "--in", source, "--out", self.path("tokens.h5")])
+            print("data text --in %s: exit %d, peak RSS %.1f MiB" % (source, r.returncode, rss_kb / 1024.0))
+            self.assertEqual(r.returncode, 2, repr(r))
+            self.assertIn("not a regular file", r.output, repr(r))
+            self.assertLess(rss_kb, RSS_LIMIT_KB, repr(r))
+        text = self.write("text.txt", "hello tokens\n" * 100)
+        r, _ = timed(["data", "text", "--in", text, "--out", self.path("tokens.h5")])
+        self.assertEqual(r.returncode, 0, repr(r))
+        self.assertIn("1300 byte tokens", r.output, repr(r))
+
 
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0]] + sys.argv[1:], verbosity=2)
