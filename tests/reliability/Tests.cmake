@@ -21,7 +21,7 @@ endforeach()
 
 # Hostile checkpoints and data files (issue 29, docs/reliability.md "Hostile files: the threat
 # model"): exit codes, messages, peak RSS (/usr/bin/time -v) and no read outside the file.
-foreach(case UntrustedCheckpointTest LegacyCheckpointTest UntrustedDataTest)
+foreach(case UntrustedCheckpointTest LegacyCheckpointTest UntrustedDataTest UntrustedArchiveTest)
   mb_add_python_test(reliability.untrusted.${case} reliability/test_untrusted_files.py ARGS ${case}
                      LABEL reliability TIMEOUT 900)
 endforeach()

@@ -17,7 +17,9 @@ eval and resume load it.
 Data files (UntrustedDataTest): external storage, a virtual dataset and an external link are
 refused by default (exit 3, naming the dataset and what it points at, the target a FIFO), and
 load with data.allow_external=true, the log naming the external file.
-Usage: test_untrusted_files.py [UntrustedCheckpointTest|LegacyCheckpointTest|UntrustedDataTest[.test_x]]
+TorchScript archives (UntrustedArchiveTest): a zip record declaring more than the file holds,
+and a deflate bomb, are refused (exit 2) before LibTorch loads them.
+Usage: test_untrusted_files.py [UntrustedCheckpointTest|LegacyCheckpointTest|UntrustedDataTest|UntrustedArchiveTest[.test_x]]
 """
 import os
 import re
@@ -332,6 +334,66 @@ class UntrustedDataTest(mbtest.TempDirTestCase):
         r, _ = timed(["data", "text", "--in", text, "--out", self.path("tokens.h5")])
         self.assertEqual(r.returncode, 0, repr(r))
         self.assertIn("1300 byte tokens", r.output, repr(r))
+
+
+class UntrustedArchiveTest(mbtest.TempDirTestCase):
+    """model.path archives whose zip records declare more than they hold: refused (exit 2)
+    before LibTorch allocates what they declare."""
+
+    def setUp(self):
+        super().setUp()
+        with h5py.File(self.path("data.h5"), "w") as f:
+            f["features"] = np.random.default_rng(0).standard_normal((200, 3)).astype("f4")
+            f["targets"] = np.zeros(200, "f4")
+        self.config = self.write("config.yaml", SAMPLES.format(run=self.path("run"), path=self.path("data.h5")))
+        r = subprocess.run([mbtest.PYTHON, "-c", "import torch, sys; torch.jit.save(torch.jit.script("
+                            "torch.nn.Linear(3, 1)), sys.argv[1])", self.path("good.pt")],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        self.assertEqual(r.returncode, 0, r.stdout)
+
+    def train(self, archive):
+        r, rss_kb = timed(["train", "--config", self.config, "model.kind=torchscript", "model.path=" + archive])
+        print("%s: exit %d, peak RSS %.1f MiB" % (os.path.basename(archive), r.returncode, rss_kb / 1024.0))
+        self.assertLess(rss_kb, RSS_LIMIT_KB, repr(r))
+        return r
+
+    def test_control_a_saved_archive_passes_the_bounds(self):
+        r = self.train(self.path("good.pt"))
+        self.assertNotIn("not an archive torch.jit.save wrote", r.output, repr(r))
+
+    def test_record_declaring_more_than_the_file(self):
+        data = bytearray(open(self.path("good.pt"), "rb").read())
+        at = data.find(b"PK\x01\x02")
+        while at >= 0:
+            name_len = int.from_bytes(data[at + 28:at + 30], "little")
+            name = bytes(data[at + 46:at + 46 + name_len])
+            if name.endswith(b"data/0"):
+                data[at + 20:at + 28] = (0x7FFFFFFF).to_bytes(4, "little") * 2
+                break
+            at = data.find(b"PK\x01\x02", at + 4)
+        self.assertGreaterEqual(at, 0, "no data/0 record in the archive")
+        with open(self.path("lying.pt"), "wb") as f:
+            f.write(data)
+        r = self.train(self.path("lying.pt"))
+        self.assertEqual(r.returncode, 2, repr(r))
+        self.assertIn("declares 2147483647 bytes at offset", r.output, repr(r))
+        self.assertIn("not an archive torch.jit.save wrote, or damaged", r.output, repr(r))
+
+    def test_deflate_bomb(self):
+        import zipfile
+        with zipfile.ZipFile(self.path("good.pt")) as good, \
+                zipfile.ZipFile(self.path("bomb.pt"), "w", zipfile.ZIP_DEFLATED) as bomb:
+            prefix = good.namelist()[0].split("/")[0]
+            for item in good.namelist():
+                bomb.writestr(item, good.read(item))
+            with bomb.open(prefix + "/data/99", "w") as f:
+                zeros = bytes(1 << 20)
+                for _ in range(200):
+                    f.write(zeros)
+        self.assertLess(os.path.getsize(self.path("bomb.pt")), 2 << 20)
+        r = self.train(self.path("bomb.pt"))
+        self.assertEqual(r.returncode, 2, repr(r))
+        self.assertIn("not an archive torch.jit.save wrote, or damaged", r.output, repr(r))
 
 
 if __name__ == "__main__":
