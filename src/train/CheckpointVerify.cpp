@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/Check.h"
 #include "common/Hdf5.h"
 #include "common/Hdf5External.h"
 #include "common/Strings.h"
@@ -22,6 +23,11 @@ const char* kHint =
 [[noreturn]] void hostile(const std::string& file, const std::string& what) {
   throw HostileCheckpointError(file + ": " + what + ": not written by megabatch, or rewritten",
                                kHint);
+}
+
+// HDF5 could not read what should be there: a damaged file rather than an edited one.
+[[noreturn]] void corrupt(const std::string& file, const std::string& what) {
+  throw CheckpointError(file + ": " + what + " (HDF5: " + mb::detail::hdf5ErrorStack() + ")");
 }
 
 std::int64_t fileSize(const std::string& path) {
@@ -90,6 +96,7 @@ void checkDataset(Walk& w, hid_t dataset, const std::string& path) {
   h5::checkStorage(dataset, w.file + ": " + where, kCode);
 
   h5::Handle space(H5Dget_space(dataset), H5Sclose);
+  if (!space.valid()) corrupt(w.file, where + ": its shape cannot be read");
   H5S_class_t spaceClass = space.valid() ? H5Sget_simple_extent_type(space.get()) : H5S_NO_CLASS;
   int rank = space.valid() ? H5Sget_simple_extent_ndims(space.get()) : -1;
   if ((spaceClass != H5S_SIMPLE && spaceClass != H5S_SCALAR) || rank < 0 || rank > H5S_MAX_RANK)
@@ -183,7 +190,7 @@ void walkGroup(Walk& w, hid_t group, const std::string& prefix) {
     std::string link = h5::describeLink(group, name);
     if (!link.empty()) hostile(w.file, "/" + path + " is " + link);
     h5::Handle object(H5Oopen(group, name.c_str(), H5P_DEFAULT), H5Oclose);
-    if (!object.valid()) hostile(w.file, "/" + path + " cannot be opened");
+    if (!object.valid()) corrupt(w.file, "/" + path + " cannot be opened");
     H5I_type_t type = H5Iget_type(object.get());
     if (type == H5I_GROUP)
       walkGroup(w, object.get(), path + "/");
