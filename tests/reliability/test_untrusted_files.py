@@ -69,7 +69,7 @@ def make_fifo(path):
 def demo_data(workdir):
     """A small series file with the demo config's streams (the legacy fixture's data)."""
     data = os.path.join(workdir, "demo.h5")
-    r = mbtest.run(["data", "synth-series", "--out", data, "--rows", "6000", "--features", "3",
+    r = mbtest.run(["data", "synth-series", "--out", data, "--rows", "20000", "--features", "3",
                     "--streams", "m1:1,m5:5,h1:60", "--seed", "3"], timeout=300)
     if r.returncode != 0:
         raise RuntimeError("could not make demo data\n%r" % r)
