@@ -267,6 +267,9 @@ class UntrustedDataTest(mbtest.TempDirTestCase):
 
     def build(self, kind, fifo):
         data = self.path("data.h5")
+        for old in ("features.raw", "source.h5"):  # a FIFO left by the default case
+            if os.path.exists(self.path(old)):
+                os.remove(self.path(old))
         if kind == "external storage":
             outside = self.path("features.raw")
             with open(outside, "wb") as f:
