@@ -259,9 +259,11 @@ CheckpointContent readCheckpointFile(const std::string& path, const ExpectedTens
   try {
     h5::Handle file = h5::openFile(path, false, kCode);
     // Note [Checkpoints are untrusted input]: everything is checked before anything is read.
-    std::vector<CheckedTensor> tensors = verifyCheckpointTree(file.get(), path, expected);
+    // /meta first (attributes only; openGroup refuses an external link to it), so a file that
+    // is not a checkpoint at all says so.
     CheckpointContent c;
     readMeta(file.get(), c);
+    std::vector<CheckedTensor> tensors = verifyCheckpointTree(file.get(), path, expected);
     c.trainer = readTrainerState(file.get());
     for (const auto& t : tensors) {
       auto slash = t.path.find('/');
