@@ -78,7 +78,7 @@ std::map<std::string, ManifestEntry> parseManifest(const std::string& file,
 }
 
 // Dimensions past int64 and byte counts past 2^63 are refused here, so every later product and
-// sum fits (the fuzzer found `d + c - 1` overflowing for a dimension near 2^63).
+// sum fits; nothing here rounds dimensions up to chunks, where `d + c - 1` could overflow.
 std::int64_t checkedBytes(const std::string& file, const std::string& where,
                           const std::vector<hsize_t>& dims, std::size_t typeSize) {
   std::int64_t bytes = static_cast<std::int64_t>(typeSize);
