@@ -8,6 +8,7 @@
 #include <ATen/Functions.h>
 
 #include "common/Check.h"
+#include "common/Hdf5External.h"
 #include "common/Strings.h"
 
 namespace mb::h5 {
@@ -36,7 +37,7 @@ herr_t collectName(hid_t, const char* name, const H5L_info_t*, void* data) {
 }
 
 H5I_type_t objectType(hid_t loc, const std::string& path) {
-  if (!exists(loc, path)) return H5I_BADID;
+  if (!exists(loc, path)) return H5I_BADID;  // also refuses external links (checkLinks)
   hid_t object = H5Oopen(loc, path.c_str(), H5P_DEFAULT);
   if (object < 0) {
     H5Eclear2(H5E_DEFAULT);
@@ -116,6 +117,9 @@ bool isHdf5File(const std::string& path) {
 // --- objects -------------------------------------------------------------------
 
 bool exists(hid_t loc, const std::string& path) {
+  // H5Lexists traverses every component but the last: an external link there would open
+  // another file, so links are checked from the root down first.
+  checkLinks(loc, path, ExitCode::kData);
   std::string prefix;
   for (const auto& part : str::split(path, '/')) {
     if (part.empty()) continue;
@@ -137,6 +141,7 @@ bool isDataset(hid_t loc, const std::string& path) {
 }
 
 Handle openGroup(hid_t loc, const std::string& path, ExitCode code) {
+  checkLinks(loc, path, code);
   hid_t group = H5Gopen2(loc, path.c_str(), H5P_DEFAULT);
   if (group < 0) fail(code, fileNameOf(loc) + ": cannot open group /" + path);
   return Handle(group, H5Gclose);
@@ -151,12 +156,15 @@ Handle createGroup(hid_t loc, const std::string& path, ExitCode code) {
 }
 
 Handle openDataset(hid_t loc, const std::string& path, ExitCode code) {
+  checkLinks(loc, path, code);
   if (!isDataset(loc, path))
     throw makeError(code, fileNameOf(loc) + ": dataset /" + path + " is missing",
                     "see docs/data-format.md for the datasets each layout needs");
   hid_t dataset = H5Dopen2(loc, path.c_str(), H5P_DEFAULT);
   if (dataset < 0) fail(code, fileNameOf(loc) + ": cannot open dataset /" + path);
-  return Handle(dataset, H5Dclose);
+  Handle handle(dataset, H5Dclose);
+  checkStorage(handle.get(), fileNameOf(loc) + ": /" + path, code);
+  return handle;
 }
 
 std::vector<std::string> listGroup(hid_t group) {

@@ -88,6 +88,7 @@ struct DataConfig {
   DataNames names;
   double memoryFraction = 0.75;  // share of device (or host) memory the resident data may use
   bool hostMmap = true;          // host residency: map uncompressed datasets (zero copy)
+  bool allowExternal = false;    // read data the file stores in other files (h5::allowExternal)
   double memoryBudgetMb = 0;     // per-rank budget for resident data; 0 = memory_fraction of memory
   std::int64_t streamChunkItems =
       16384;  // stream residency: items per chunk per shard (GlobalOrder)

@@ -128,6 +128,9 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("data.host_mmap", data.hostMmap,
                "host residency: map contiguous uncompressed datasets from the page cache instead "
                "of copying"),
+      MB_FIELD("data.allow_external", data.allowExternal,
+               "read datasets the data file stores in other files (external storage, external "
+               "links, virtual datasets); off: such a file is refused (exit 3)"),
       MB_FIELD("data.memory_budget_mb", data.memoryBudgetMb,
                "per-rank MiB resident data may use; 0 = memory_fraction of device/host memory"),
       MB_FIELD("data.stream_chunk_items", data.streamChunkItems,

@@ -13,6 +13,7 @@
 #include <ATen/Functions.h>
 
 #include "common/Error.h"
+#include "common/Hdf5External.h"
 #include "common/Log.h"
 #include "common/Strings.h"
 #include "data/Layout.h"
@@ -118,6 +119,7 @@ class Loader {
       throw ConfigError(
           "data.path is not set: the config names no data file",
           "add `data: {path: FILE.h5}` to the config, or the override data.path=FILE.h5");
+    h5::setAllowExternal(config_.data.allowExternal);
     h5::Handle file = h5::openFile(config_.data.path, false, ExitCode::kData);
     layout_ = openLayout(file.get(), config_.data.path, config_);
     checkIndexSlice(file.get(), *layout_, rank_, world_);

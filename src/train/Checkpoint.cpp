@@ -20,6 +20,7 @@
 #include "common/Strings.h"
 #include "common/TorchCompat.h"
 #include "megabatch/Version.h"
+#include "train/CheckpointVerify.h"
 #include "train/DurableFile.h"
 
 namespace mb::train {
@@ -49,29 +50,6 @@ void writeNamed(hid_t file, const std::string& group, const NamedTensors& tensor
       h5::writeTensor(sub.get(), name.substr(slash + 1), tensor, options, kCode);
     }
   }
-}
-
-// Reads every dataset below `group` (recursively), naming them "a/b" relative to it. We
-// never write a group twice, so one reached again (a link into itself) is a corrupt file, and
-// following it would recurse until the stack overflows.
-void readNamed(hid_t loc, const std::string& prefix, NamedTensors& out,
-               std::set<std::string>& seen) {
-  if (!seen.insert(h5::objectKey(loc, ".", kCode)).second)
-    throw CheckpointError(h5::fileNameOf(loc) + ": group /" + prefix +
-                          " is linked more than once (a cycle): not a checkpoint megabatch wrote");
-  for (const auto& name : h5::listGroup(loc)) {
-    if (h5::isGroup(loc, name)) {
-      h5::Handle sub = h5::openGroup(loc, name, kCode);
-      readNamed(sub.get(), prefix + name + "/", out, seen);
-    } else {
-      out.emplace_back(prefix + name, h5::readTensor(loc, name, kCode));
-    }
-  }
-}
-
-void readNamed(hid_t group, NamedTensors& out) {
-  std::set<std::string> seen;
-  readNamed(group, "", out, seen);
 }
 
 void writeTrainerState(hid_t file, const TrainerState& s) {
@@ -239,6 +217,13 @@ FileImage buildImage(const std::string& path, const CheckpointContent& content) 
   writeNamed(file.get(), "model", content.model);
   writeNamed(file.get(), "optimizer", content.optimizer);
   writeNamed(file.get(), "extra", content.extra);
+  {
+    // The manifest (Note [Checkpoints are untrusted input]): what the file holds, for readers
+    // that do not know the model (`megabatch inspect`, resume before the model is built).
+    std::vector<CheckedTensor> tensors = verifyCheckpointTree(file.get(), path, nullptr, false);
+    h5::Handle meta = h5::openGroup(file.get(), "meta", kCode);
+    h5::writeAttribute(meta.get(), "manifest", manifestText(tensors), kCode);
+  }
   if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0)
     throw CheckpointError(path + ": flushing the checkpoint failed (" + detail::hdf5ErrorStack() +
                           ")");
@@ -269,26 +254,53 @@ void writeCheckpointFile(const std::string& path, const CheckpointContent& conte
   }
 }
 
-CheckpointContent readCheckpointFile(const std::string& path) {
+CheckpointContent readCheckpointFile(const std::string& path, const ExpectedTensors* expected) {
   std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
   try {
     h5::Handle file = h5::openFile(path, false, kCode);
+    // Note [Checkpoints are untrusted input]: everything is checked before anything is read.
+    // /meta first (attributes only; openGroup refuses an external link to it), so a file that
+    // is not a checkpoint at all says so.
     CheckpointContent c;
     readMeta(file.get(), c);
+    std::vector<CheckedTensor> tensors = verifyCheckpointTree(file.get(), path, expected);
     c.trainer = readTrainerState(file.get());
-    h5::Handle model = h5::openGroup(file.get(), "model", kCode);
-    readNamed(model.get(), c.model);
-    h5::Handle optimizer = h5::openGroup(file.get(), "optimizer", kCode);
-    readNamed(optimizer.get(), c.optimizer);
-    h5::Handle extra = h5::openGroup(file.get(), "extra", kCode);
-    readNamed(extra.get(), c.extra);
+    for (const auto& t : tensors) {
+      auto slash = t.path.find('/');
+      std::string group = t.path.substr(0, slash), name = t.path.substr(slash + 1);
+      NamedTensors& into = group == "model"       ? c.model
+                           : group == "optimizer" ? c.optimizer
+                                                  : c.extra;
+      into.emplace_back(name, h5::readTensor(file.get(), t.path, kCode));
+    }
     return c;
+  } catch (const HostileCheckpointError& error) {
+    throw HostileCheckpointError("checkpoint " + error.message(), error.hint());
   } catch (const Error& error) {
     throw CheckpointError(
         "checkpoint " + path + " is unreadable, corrupt, or truncated: " + error.message(),
         "an older checkpoint in the same directory is used automatically; "
         "`megabatch inspect` shows what a file contains");
   }
+}
+
+CheckpointContent readCheckpointHeader(const std::string& path) {
+  std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
+  try {
+    h5::Handle file = h5::openFile(path, false, kCode);
+    CheckpointContent c;
+    readMeta(file.get(), c);  // openGroup refuses an external link to /meta
+    c.trainer = readTrainerState(file.get());
+    return c;
+  } catch (const Error& error) {
+    throw CheckpointError(
+        "checkpoint " + path + " is unreadable, corrupt, or truncated: " + error.message(),
+        "`megabatch inspect` shows what a file contains");
+  }
+}
+
+CheckpointContent readCheckpointFile(const std::string& path) {
+  return readCheckpointFile(path, nullptr);
 }
 
 bool isCheckpointFile(const std::string& path) {
@@ -319,6 +331,12 @@ std::string savedModelKind(const std::string& configYaml) {
 
 std::string describeCheckpoint(const std::string& path) {
   CheckpointContent c = readCheckpointFile(path);
+  bool manifest = false;
+  {
+    std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
+    h5::Handle file = h5::openFile(path, false, kCode);
+    manifest = hasManifest(file.get());
+  }
   std::ostringstream out;
   std::int64_t parameters = 0;
   std::int64_t bytes = 0;
@@ -327,8 +345,14 @@ std::string describeCheckpoint(const std::string& path) {
     bytes += t.numel() * t.element_size();
   }
   const TrainerState& s = c.trainer;
+  // Every tensor was refused unless it carries Fletcher-32 (Note [Checkpoints are untrusted
+  // input]), and HDF5 verified each chunk while reading it.
   out << path << ": megabatch checkpoint (format " << c.formatVersion
       << "), all checksums verified\n"
+      << "  manifest:     "
+      << (manifest ? "every tensor matches it"
+                   : "none (written before manifests); every tensor fits in the file")
+      << "\n"
       << "  saved:        " << c.savedAt << " by megabatch " << c.megabatchVersion << ", LibTorch "
       << c.torchVersion << ", world size " << c.worldSize << "\n"
       << "  position:     step " << s.step << ", epoch " << s.epoch << ", next batch "

@@ -14,6 +14,7 @@
 #include "model/Model.h"
 #include "model/StateDict.h"
 #include "train/CheckpointDirectory.h"
+#include "train/CheckpointVerify.h"
 
 namespace mb::train {
 namespace fs = std::filesystem;
@@ -109,15 +110,29 @@ void loadModelState(model::Model& module, const NamedTensors& saved, const std::
   }
 }
 
+ExpectedTensors expectedTensors(model::Model& module) {
+  ExpectedTensors expected;
+  expected.source = "the " + module.kind() + " model the checkpoint's config describes";
+  for (const auto& [name, tensor] : model::stateDict(module))
+    expected.tensors["model/" + name] = {
+        std::vector<std::int64_t>(tensor.sizes().begin(), tensor.sizes().end()),
+        storedTypeName(tensor.scalar_type())};
+  return expected;
+}
+
 TrainedModel loadTrainedModel(const std::string& fileOrRunDir,
                               const std::vector<std::string>& overrides) {
   TrainedModel run;
   run.path = resolveCheckpointPath(fileOrRunDir);
-  run.checkpoint = readCheckpointFile(run.path);
-  run.config = parseConfig(run.checkpoint.configYaml, run.path + " (/meta config)", overrides);
-  data::DataInfo info = data::modelSpecFromYaml(run.checkpoint.dataInfoYaml);
+  // The model first, from /meta alone: its parameters and buffers are what the tensors must be
+  // (Note [Checkpoints are untrusted input]), checked before one is read.
+  CheckpointContent header = readCheckpointHeader(run.path);
+  run.config = parseConfig(header.configYaml, run.path + " (/meta config)", overrides);
+  data::DataInfo info = data::modelSpecFromYaml(header.dataInfoYaml);
   run.model =
       model::buildModel(run.config.model, info, static_cast<std::uint64_t>(run.config.train.seed));
+  ExpectedTensors expected = expectedTensors(*run.model);
+  run.checkpoint = readCheckpointFile(run.path, &expected);
   loadModelState(*run.model, run.checkpoint.model, run.path);
   run.model->loadExtraState(run.checkpoint.extra);
   run.model->eval();

@@ -38,9 +38,11 @@
 #include "data/ShardedData.h"
 #include "data/tools/Tools.h"
 #include "dist/SingleCommunicator.h"
+#include "tests/fuzz/Choices.h"
 
 namespace {
 
+using mb::fuzz::Choices;
 using mb::h5::Handle;
 
 [[noreturn]] void fail(const std::string& what) {
@@ -48,33 +50,6 @@ using mb::h5::Handle;
   H5Eprint2(H5E_DEFAULT, stderr);
   std::abort();
 }
-
-// Reads choices from the front of the input; an exhausted input reads as zeros.
-class Choices {
- public:
-  Choices(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
-  std::uint8_t next() { return pos_ < size_ ? data_[pos_++] : 0; }
-  int pick(int n) { return next() % n; }
-  std::int64_t range(std::int64_t low, std::int64_t high) {
-    return low + static_cast<std::int64_t>(next()) % (high - low + 1);
-  }
-  bool flag() { return next() & 1; }
-  // A size in [0, 255] that is `usual` when the input byte is 0.
-  hsize_t size(std::uint8_t usual) { return next() ^ usual; }
-  // The next `n` input bytes (zero-padded).
-  std::vector<std::uint8_t> bytes(std::size_t n) {
-    std::vector<std::uint8_t> out(n, 0);
-    std::size_t have = std::min(n, size_ - std::min(pos_, size_));
-    if (have > 0) std::memcpy(out.data(), data_ + pos_, have);
-    pos_ += have;
-    return out;
-  }
-
- private:
-  const std::uint8_t* data_;
-  std::size_t size_;
-  std::size_t pos_ = 0;
-};
 
 // --- element types ----------------------------------------------------------------
 

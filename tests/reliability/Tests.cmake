@@ -18,3 +18,10 @@ foreach(test py.train.sigterm_to_every_rank_checkpoints_and_resumes py.train.nan
     set_property(TEST ${test} APPEND PROPERTY LABELS reliability)
   endif()
 endforeach()
+
+# Hostile checkpoints and data files (issue 29, docs/reliability.md "Hostile files: the threat
+# model"): exit codes, messages, peak RSS (/usr/bin/time -v) and no read outside the file.
+foreach(case UntrustedCheckpointTest LegacyCheckpointTest UntrustedDataTest UntrustedArchiveTest)
+  mb_add_python_test(reliability.untrusted.${case} reliability/test_untrusted_files.py ARGS ${case}
+                     LABEL reliability TIMEOUT 900)
+endforeach()

@@ -85,6 +85,9 @@ std::optional<std::uint64_t> mappableOffset(hid_t file, const std::string& datas
                                             at::ScalarType type) {
   if (type == at::kBFloat16 || type == at::kBool) return std::nullopt;
   h5::Handle handle = h5::openDataset(file, dataset, ExitCode::kData);
+  // Through an external link (data.allow_external) the bytes are in another file than the
+  // one mapped: read them instead.
+  if (h5::fileNameOf(handle.get()) != h5::fileNameOf(file)) return std::nullopt;
   h5::Handle plist(H5Dget_create_plist(handle.get()), H5Pclose);
   if (H5Pget_layout(plist.get()) != H5D_CONTIGUOUS || H5Pget_nfilters(plist.get()) != 0)
     return std::nullopt;

@@ -1,5 +1,6 @@
 // megabatch data arith / data text: token corpora in the `tokens` layout.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -156,15 +157,28 @@ std::string writeTextTokens(const std::string& in, const std::string& out,
                             const WriteSettings& write) {
   if (in.empty() || out.empty())
     throw ConfigError("megabatch data text needs --in FILE.txt and --out FILE.h5");
+  // A regular file only: its size is known before anything is allocated, and the tokens take
+  // exactly that (a device such as /dev/zero or a FIFO would be read without end).
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(in, ec))
+    throw ConfigError(
+        in + ": " +
+            (std::filesystem::exists(in, ec) ? "not a regular file (a directory, device or FIFO)"
+                                             : "cannot read"),
+        "give the path of a text file");
+  const auto size = static_cast<std::int64_t>(std::filesystem::file_size(in, ec));
   std::ifstream input(in, std::ios::binary);
-  if (!input) throw ConfigError(in + ": cannot read", "check the path");
-  std::string bytes((std::istreambuf_iterator<char>(input)), std::istreambuf_iterator<char>());
-  if (bytes.size() < 2)
-    throw DataError(in + ": the file has " + std::to_string(bytes.size()) +
-                    " bytes; need at least 2");
+  if (!input || ec) throw ConfigError(in + ": cannot read", "check the path");
+  if (size < 2)
+    throw DataError(in + ": the file has " + std::to_string(size) + " bytes; need at least 2");
+  at::Tensor bytes = at::empty({size}, at::kByte);
+  input.read(reinterpret_cast<char*>(bytes.data_ptr<std::uint8_t>()), size);
+  if (input.gcount() != size)
+    throw DataError(in + ": read " + std::to_string(input.gcount()) + " of its " +
+                    std::to_string(size) + " bytes (did it change while being read?)");
   auto code = ExitCode::kFailure;
   h5::Handle file = h5::createFile(out, false, code);
-  h5::writeTensor(file.get(), "tokens", bytesTensor(bytes), tokenWriteOptions(write), code);
+  h5::writeTensor(file.get(), "tokens", bytes, tokenWriteOptions(write), code);
   {
     h5::Handle tokens = h5::openDataset(file.get(), "tokens", code);
     h5::writeAttribute(tokens.get(), "vocab_size", std::int64_t{256}, code);
@@ -173,7 +187,7 @@ std::string writeTextTokens(const std::string& in, const std::string& out,
   h5::writeAttribute(file.get(), "generator", std::string("megabatch data text"), code);
   h5::writeAttribute(file.get(), "source", in, code);
   file.close(code, out);
-  return std::to_string(bytes.size()) + " byte tokens from " + in + " (vocab_size 256)";
+  return std::to_string(size) + " byte tokens from " + in + " (vocab_size 256)";
 }
 
 }  // namespace mb::data

@@ -14,6 +14,7 @@
 #include "common/Error.h"
 #include "common/Strings.h"
 #include "common/TorchCompat.h"
+#include "model/kinds/ArchiveBounds.h"
 
 namespace mb::model {
 namespace {
@@ -54,6 +55,7 @@ torch::jit::Module loadArchive(const std::string& path) {
                            "); torch.save() files (pickled modules, state_dicts) cannot be "
                            "trained. " +
                            kSaveHint;
+  checkArchiveBounds(path);  // before LibTorch allocates what its records declare
   try {
     return torch::jit::load(path, c10::Device(c10::kCPU));
   } catch (const c10::Error& e) {
