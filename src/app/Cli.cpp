@@ -72,11 +72,13 @@ const std::vector<CommandSpec>& commands() {
        runPredict,
        kTorchScriptNote},
       {"sample",
-       "megabatch sample --checkpoint CKPT --prompt TEXT [--max-new-tokens N] [--temperature T] "
+       "megabatch sample --checkpoint CKPT --prompt TEXT|--prompts FILE [--max-new-tokens N] "
+       "[--temperature T] "
        "[--top-k K]",
        "generate text from a GPT checkpoint (greedy when temperature is 0)",
        {{"checkpoint", true, "checkpoint file or run directory"},
         {"prompt", true, "prompt text, e.g. \"12+34=\""},
+        {"prompts", true, "a file of prompts, one per line (one output line each, with progress)"},
         {"max-new-tokens", true, "tokens to generate (default 32)"},
         {"temperature", true, "0 = greedy (default), >0 samples"},
         {"top-k", true, "sample among the k most likely tokens (0 = all)"},

@@ -70,7 +70,10 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
   });
 
   train::EvalOptions options;
-  options.microBatch = config.train.microBatch > 0 ? config.train.microBatch : 256;
+  // Note [Evaluation batch]
+  options.microBatch =
+      train::evalMicroBatch(config.train.microBatch > 0 ? config.train.microBatch : 256, device);
+  options.context = " of " + run.path;
   dist::agreed(runtime.control(), "choosing the precision", [&] {
     options.precision = train::choosePrecision(config.train.precision, device).dtype;
   });
