@@ -44,7 +44,7 @@ optim:
 """
 
 LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3})\] \[(r\d+/\d+)\] \[(\w+)\] \w+: (.*)$")
-PERIODIC = re.compile(r"^(?P<label>[\w ]+): (?P<pct>\d+)% \((?P<done>\d+)/(?P<total>\d+) (?P<unit>\w+)\) \| "
+PERIODIC = re.compile(r"^(?P<label>.+?): (?P<pct>\d+)% \((?P<done>\d+)/(?P<total>\d+) (?P<unit>\w+)\) \| "
                       r"[0-9.e+]+ \w+/s \| \S+ elapsed \| eta \S+$")
 
 
@@ -223,8 +223,8 @@ train: {{global_batch: 8, max_steps: 2, eval_batches: 1, threads: 1}}
         self.assertPeriodic(lines, "sample", scale, most_apart=60, unit="prompts")
 
     def test_data_tools_show_progress(self):
-        scale = 400  # the tools below take a second or more each: many lines of 30 s of that clock
-        env = self.env(scale)
+        # Each tool runs for a second or more; the progress clock runs `scale` times faster, so
+        # every tool writes several lines of 30 s of that clock.
         text = self.path("big.txt")
         with open(text, "w") as f:  # ~90 MB, streamed in 4 MiB slabs
             line = "the quick brown fox jumps over the lazy dog; " * 4 + "\n"
@@ -233,28 +233,30 @@ train: {{global_batch: 8, max_steps: 2, eval_batches: 1, threads: 1}}
         os.mkdir(graphs_dir)
         tools = [
             (["data", "synth-series", "--out", self.path("s.h5"), "--rows", "400000", "--features", "16",
-              "--streams", "m1:1,m5:5"], "data synth-series", "rows"),
-            (["data", "synth-graphs", "--out", self.path("g.h5"), "--graphs", "20000", "--jsonl", graphs_dir],
-             "data synth-graphs", "graphs"),
+              "--streams", "m1:1,m5:5"], "data synth-series", "rows", 100),
+            (["data", "synth-graphs", "--out", self.path("g.h5"), "--graphs", "50000", "--jsonl", graphs_dir],
+             "data synth-graphs", "graphs", 100),
             (["data", "graphs", "--graphs", os.path.join(graphs_dir, "graphs.jsonl"), "--labels",
-              os.path.join(graphs_dir, "labels.jsonl"), "--out", self.path("gj.h5")], "data graphs", None),
-            (["data", "text", "--in", text, "--out", self.path("t.h5")], "data text", None),
-            (["data", "arith", "--out", self.path("a.h5"), "--problems", "2000000"], "data arith", "problems"),
-            (["data", "check", "--config", self.config(self.path("chk")), "--batches", "400"],
-             "data check: gather", "batches"),
+              os.path.join(graphs_dir, "labels.jsonl"), "--out", self.path("gj.h5")], "data graphs", None, 100),
+            (["data", "text", "--in", text, "--out", self.path("t.h5")], "data text", None, 400),
+            (["data", "arith", "--out", self.path("a.h5"), "--problems", "2000000"], "data arith", "problems", 100),
+            (["data", "check", "--config", self.config(self.path("chk")), "--batches", "1000"],
+             "data check: gather", "batches", 400),
         ]
-        for args, label, unit in tools:
+        for args, label, unit, scale in tools:
             with self.subTest(tool=label):
-                r = mbtest.run(args, env=env, timeout=300)
+                r = mbtest.run(args, env=self.env(scale), timeout=300)
                 self.assertEqual(r.returncode, 0, repr(r))
                 self.assertNotIn("\r", r.output)
                 lines = log_lines(r.output)
-                # Bytes for the readers of files: "(12.0 MiB/90.0 MiB)".
-                if unit is None:
-                    byte_lines = [m for _, _, _, m in lines
-                                  if re.match(label + r": \d+% \(\S+ \w?i?B/\S+ \w?i?B\) \| \S+ \w?i?B/s \| ", m)]
+                messages = [m for _, _, _, m in lines]
+                self.assertTrue(any(m.startswith(label + ": ") and "%" not in m for m in messages[:3] + messages),
+                                "a start line: %s" % messages[:5])
+                if unit is None:  # bytes: "(12.00 MiB/90.00 MiB) | 30.00 MiB/s"
+                    byte_lines = [m for m in messages
+                                  if re.match(re.escape(label) + r": \d+% \(\S+ \w?i?B/\S+ \w?i?B\) \| \S+ \w?i?B/s \| ", m)]
                     self.assertGreaterEqual(len(byte_lines), 2, r.stderr[-3000:])
-                    self.assertEqual(len([m for _, _, _, m in lines if m.startswith(label + ": done, ")]), 1)
+                    self.assertEqual(len([m for m in messages if m.startswith(label + ": done, ")]), 1, messages)
                 else:
                     self.assertPeriodic(lines, label, scale, most_apart=120, unit=unit)
 
@@ -280,7 +282,7 @@ train: {{global_batch: 8, max_steps: 2, eval_batches: 1, threads: 1}}
         out = mbtest.run_on_terminal([mbtest.BIN, "data", "text", "--in", text, "--out", self.path("t.h5")],
                                      env=self.env(400))
         bars = re.findall(r"\r\x1b\[K([^\r\n]*)", out)
-        self.assertTrue(any(re.match(r"data text \[[#-]+\] +\d+% .+ \| \S+ \w?i?B/s \| eta ", b) for b in bars),
+        self.assertTrue(any(re.match(r"data text \[[#-]+\] +\d+% .+ \| \S+ \w?i?B/s", b) for b in bars),
                         "a bar: %r" % out[-2000:])
         self.assertNotIn("data text: done", out)
         self.assertIn("wrote %s" % self.path("t.h5"), out)
