@@ -167,11 +167,18 @@ std::string writeTextTokens(const std::string& in, const std::string& out,
                             const WriteSettings& write) {
   if (in.empty() || out.empty())
     throw ConfigError("megabatch data text needs --in FILE.txt and --out FILE.h5");
+  // A regular file only: its size is known before anything is allocated, and the tokens take
+  // exactly that (a device such as /dev/zero or a FIFO would be read without end).
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(in, ec))
+    throw ConfigError(
+        in + ": " +
+            (std::filesystem::exists(in, ec) ? "not a regular file (a directory, device or FIFO)"
+                                             : "cannot read"),
+        "give the path of a text file");
+  const auto size = static_cast<std::int64_t>(std::filesystem::file_size(in, ec));
   std::ifstream input(in, std::ios::binary);
-  if (!input) throw ConfigError(in + ": cannot read", "check the path");
-  std::error_code error;
-  const auto size = static_cast<std::int64_t>(std::filesystem::file_size(in, error));
-  if (error) throw ConfigError(in + ": cannot read its size: " + error.message(), "check the path");
+  if (!input || ec) throw ConfigError(in + ": cannot read", "check the path");
   if (size < 2)
     throw DataError(in + ": the file has " + std::to_string(size) + " bytes; need at least 2");
   const h5::WriteOptions options = tokenWriteOptions(write);
@@ -208,9 +215,8 @@ std::string writeTextTokens(const std::string& in, const std::string& out,
       const std::int64_t n = std::min(kSlab, size - offset);
       input.read(buffer.data(), n);
       if (input.gcount() != n)
-        throw DataError(in + ": read " + std::to_string(offset + input.gcount()) + " of " +
-                            std::to_string(size) + " bytes",
-                        "was the file changed while megabatch read it?");
+        throw DataError(in + ": read " + std::to_string(offset + input.gcount()) + " of its " +
+                        std::to_string(size) + " bytes (did it change while being read?)");
       const hsize_t start[1] = {static_cast<hsize_t>(offset)}, count[1] = {static_cast<hsize_t>(n)};
       h5::Handle memory(H5Screate_simple(1, count, nullptr), H5Sclose);
       H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
