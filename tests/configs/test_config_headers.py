@@ -5,9 +5,9 @@ fails CI (issue 28).
 
     test_config_headers.py CONFIG          (a path relative to the repository root, or absolute)
 
-Header commands are the lines of the leading comment block whose text starts with `megabatch `,
-`mpirun `, or `/usr/bin/python3 ` (a trailing backslash continues a line; `# ...` after a command
-is a comment). They run in order, in a fresh working directory that holds configs/ and examples/
+Header commands are the lines of the leading comment block indented by two or more spaces after
+the `#` whose text starts with `megabatch `, `mpirun `, or `/usr/bin/python3 ` (a trailing
+backslash continues a line; `# ...` after a command is a comment; prose is indented by one space). They run in order, in a fresh working directory that holds configs/ and examples/
 (links into the source tree) and an empty data/, with `megabatch` being the binary under test.
 Shrinking, the same for every config:
   - mpirun -np N  ->  -np min(N, 2) --oversubscribe
@@ -36,7 +36,8 @@ TRAIN = ["train.max_steps=2", "train.eval_batches=2", "train.global_batch=16", "
 # Models that a CPU cannot step through in seconds at their written size.
 SHRINK_TRAIN = {
     "configs/gpt2-small.yaml": ["model.hidden=64", "model.layers=1", "model.heads=2", "model.vocab_size=256",
-                                "data.context=64", "data.canonical_shards=4", "train.precision=fp32"],
+                                "data.context=64", "data.canonical_shards=4", "train.precision=fp32",
+                                "train.micro_batch=0"],
     "configs/bench-lstm-seed.yaml": ["model.hidden=16", "train.precision=fp32"],
     "configs/lstm-multitf.yaml": ["model.hidden=16", "model.head_hidden=16", "train.precision=fp32"],
 }
@@ -52,7 +53,7 @@ def header_commands(path):
             text = line[1:].strip()
             if pending is not None:
                 pending += " " + text
-            elif text.startswith(PREFIXES):
+            elif line[1:].startswith("  ") and text.startswith(PREFIXES):
                 pending, first = text, number
             else:
                 continue
