@@ -34,7 +34,7 @@ MODELS = {
         "config": "configs/lstm-multitf.yaml",
         "data": ["--rows", "400000", "--features", "128", "--streams", "m1:1,m5:5,m15:15,h1:60,h4:240"],
         "small": 8,
-        "samples": 512,
+        "samples": 256,
     },
 }
 
