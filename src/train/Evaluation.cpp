@@ -63,10 +63,11 @@ void maybeSlowEvalBatch() {
 // backward pass: on the CPU a batch far larger than the training micro-batch fits, and each
 // forward pass is then a few large matrix products instead of many small ones (the LSTM's
 // per-time-step GEMMs dominate; at 8 or 16 rows they are latency bound).
-// bench/eval_batch.py measured 1.79x less CPU time per evaluation on configs/lstm-multitf.yaml's
-// model and 2.3x on configs/demo.yaml's at 256 against their micro-batches, with the same metrics
-// to 1e-7 (bench/results/eval_batch.json). On the CPU the evaluation batch is therefore at least
-// kCpuEvalBatch; on a GPU it stays the training micro-batch (known to fit its memory with
+// bench/eval_batch.py (bench/results/eval_batch.json; whole `megabatch eval` processes, one
+// thread, startup included) measured 1.51x less CPU time on configs/lstm-multitf.yaml's model
+// (256 samples, batch 8 against 256) and 1.55x on configs/demo.yaml's (4096 samples, 16 against
+// 256), with metrics equal to 1.1e-7 (relative). On the CPU the evaluation batch is therefore at
+// least kCpuEvalBatch; on a GPU it stays the training micro-batch (known to fit its memory with
 // activations for the backward pass, which an evaluation does not keep).
 constexpr std::int64_t kCpuEvalBatch = 256;
 
