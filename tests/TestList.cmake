@@ -32,3 +32,11 @@ set_tests_properties(style.clang_format PROPERTIES LABELS style)
 # Layers: every #include in src/ runs down app -> train -> model -> data -> dist -> config ->
 # common, and no file in src/ is over 600 lines (docs/architecture.md).
 mb_add_python_test(style_layering style/test_layering.py LABEL style TIMEOUT 60)
+
+# Shipped configs (issue 28): each one's header commands run, shrunk (tests/configs/test_config_headers.py).
+file(GLOB MB_SHIPPED_CONFIGS RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
+  ${PROJECT_SOURCE_DIR}/configs/*.yaml ${PROJECT_SOURCE_DIR}/examples/*/*.yaml)
+foreach(config ${MB_SHIPPED_CONFIGS})
+  mb_add_python_test(config_header.${config} configs/test_config_headers.py ARGS ${config} TIMEOUT 1200
+                     LABEL config_header)
+endforeach()

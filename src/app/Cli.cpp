@@ -52,11 +52,14 @@ const std::vector<CommandSpec>& commands() {
        runTrain,
        kTorchScriptNote},
       {"eval",
-       "megabatch eval --checkpoint CKPT [--data FILE] [--split val|test] [--out FILE.json]",
+       "megabatch eval --checkpoint CKPT [--data FILE] [--split val|test] [--batch N] "
+       "[--max-samples N] [--out FILE.json]",
        "loss and metrics of a checkpoint on the val or test split",
        {{"checkpoint", true, "checkpoint file or run directory"},
         {"data", true, "data file (default: the one the run trained on)"},
         {"split", true, "val or test (default val)"},
+        {"batch", true, "samples per forward pass per rank (default: at least 256 on the CPU)"},
+        {"max-samples", true, "evaluate at most this many samples per rank (default: all)"},
         {"out", true, "also write the metrics as JSON here"}},
        true,
        runEval,
@@ -72,11 +75,13 @@ const std::vector<CommandSpec>& commands() {
        runPredict,
        kTorchScriptNote},
       {"sample",
-       "megabatch sample --checkpoint CKPT --prompt TEXT [--max-new-tokens N] [--temperature T] "
+       "megabatch sample --checkpoint CKPT --prompt TEXT|--prompts FILE [--max-new-tokens N] "
+       "[--temperature T] "
        "[--top-k K]",
        "generate text from a GPT checkpoint (greedy when temperature is 0)",
        {{"checkpoint", true, "checkpoint file or run directory"},
         {"prompt", true, "prompt text, e.g. \"12+34=\""},
+        {"prompts", true, "a file of prompts, one per line (one output line each, with progress)"},
         {"max-new-tokens", true, "tokens to generate (default 32)"},
         {"temperature", true, "0 = greedy (default), >0 samples"},
         {"top-k", true, "sample among the k most likely tokens (0 = all)"},

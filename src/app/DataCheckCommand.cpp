@@ -17,6 +17,7 @@
 #include "common/Hdf5.h"
 #include "common/Log.h"
 #include "common/Strings.h"
+#include "common/WorkProgress.h"
 #include "config/ConfigLoader.h"
 #include "config/ConfigSchema.h"
 #include "data/ShardedData.h"
@@ -107,6 +108,13 @@ double gatherBatches(data::ShardedData& data, std::int64_t count, hid_t dump) {
   data.beginEpoch(0);
   std::vector<double> times;
   count = std::min(count, data.batchesPerEpoch());
+  WorkProgress::Options shown;
+  shown.label = "data check: gather";
+  shown.unit = "batches";
+  shown.total = count;
+  shown.tag = "data";
+  shown.speaks = log::rank() == 0;  // every rank gathers in step: rank 0 reports
+  WorkProgress progress(shown);
   for (std::int64_t b = 0; b < count; ++b) {
     auto start = std::chrono::steady_clock::now();
     data::Batch batch = data.trainBatch(b, 0, data.localCount(b), at::kFloat);
@@ -114,7 +122,9 @@ double gatherBatches(data::ShardedData& data, std::int64_t count, hid_t dump) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count());
     if (dump >= 0) writeBatch(dump, "train/" + std::to_string(b), batch);
+    progress.update(b + 1);
   }
+  progress.finish();
   if (times.empty()) return 0;
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];

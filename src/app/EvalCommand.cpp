@@ -1,6 +1,7 @@
 // megabatch eval --checkpoint CKPT [--data FILE] [--split val|test] [--out FILE.json]
 // Loss and metrics of a trained checkpoint on a split (distributed under mpirun like training),
-// plus exact-match accuracy per operation for arithmetic corpora.
+// plus exact-match accuracy per operation for arithmetic corpora. --batch sets the samples per
+// forward pass (Note [Evaluation batch] chooses otherwise), --max-samples bounds each rank's part.
 #include <cstdio>
 #include <fstream>
 
@@ -70,7 +71,15 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
   });
 
   train::EvalOptions options;
-  options.microBatch = config.train.microBatch > 0 ? config.train.microBatch : 256;
+  // Note [Evaluation batch]
+  options.microBatch =
+      args.has("batch") ? args.getInt("batch", 0)
+                        : train::evalMicroBatch(
+                              config.train.microBatch > 0 ? config.train.microBatch : 256, device);
+  options.maxSamplesPerRank = args.getInt("max-samples", 0);
+  if (options.microBatch < 1) throw ConfigError("--batch must be >= 1");
+  if (options.maxSamplesPerRank < 0) throw ConfigError("--max-samples must be >= 0 (0 = all)");
+  options.context = " of " + run.path;
   dist::agreed(runtime.control(), "choosing the precision", [&] {
     options.precision = train::choosePrecision(config.train.precision, device).dtype;
   });

@@ -16,11 +16,13 @@
 
 #include <ATen/Functions.h>
 #include <c10/core/GradMode.h>
+#include <fmt/format.h>
 
 #include "app/Cli.h"
 #include "common/Error.h"
 #include "common/Hdf5.h"
 #include "common/Log.h"
+#include "common/WorkProgress.h"
 #include "data/ShardedData.h"
 #include "dist/Runtime.h"
 #include "dist/SingleCommunicator.h"
@@ -44,15 +46,16 @@ struct Predictions {
 };
 
 void predictSplit(model::Model& model, data::ShardedData& data, data::Split split,
-                  std::int64_t batchSize, Predictions& out) {
+                  std::int64_t batchSize, Predictions& out, WorkProgress& progress) {
   at::NoGradGuard noGrad;
   const std::int64_t count = data.evalCount(split);
   for (std::int64_t begin = 0; begin < count; begin += batchSize) {
-    data::Batch batch =
-        data.evalBatch(split, begin, std::min(count, begin + batchSize), at::kFloat);
+    const std::int64_t end = std::min(count, begin + batchSize);
+    data::Batch batch = data.evalBatch(split, begin, end, at::kFloat);
     out.outputs.push_back(model.forward(batch).to(at::kCPU, at::kFloat));
     out.indices.push_back(batch.sampleIndex.to(at::kCPU));
     out.targets.push_back(batch.targets.to(at::kCPU));
+    progress.advance(end - begin);
   }
 }
 
@@ -132,8 +135,16 @@ int runPredict(const ParsedArgs& args, dist::Runtime& runtime) {
       data::ShardedData::load(config, self, c10::Device(c10::kCPU));
   Predictions predictions;
   const std::int64_t batchSize = config.train.microBatch > 0 ? config.train.microBatch : 512;
+  WorkProgress::Options shown;
+  shown.label = "predict";
   for (data::Split split : splits)
-    predictSplit(*run.model, *data, split, batchSize, predictions);
+    shown.total += data->evalCount(split);
+  shown.startLine = fmt::format("predict: {} samples ({} split) of {}, batches of {}", shown.total,
+                                splitName, config.data.path, batchSize);
+  WorkProgress progress(shown);
+  for (data::Split split : splits)
+    predictSplit(*run.model, *data, split, batchSize, predictions, progress);
+  progress.finish();
   writePredictions(args.get("out"), run, config, splitName, data->info().sampleIdDataset,
                    predictions);
   std::int64_t rows = 0;

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/Environment.h"
+#include "common/LogStatus.h"
 
 namespace mb::log {
 namespace {
@@ -38,6 +39,10 @@ class ConsoleSink final : public spdlog::sinks::sink {
   void set_pattern(const std::string& pattern) override { inner_.set_pattern(pattern); }
   void set_formatter(std::unique_ptr<spdlog::formatter> formatter) override {
     inner_.set_formatter(std::move(formatter));
+  }
+  std::string status() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return status_;
   }
   void setStatus(const std::string& text) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -73,6 +78,7 @@ struct State {
   std::vector<spdlog::sink_ptr> sinks;
   std::shared_ptr<ConsoleSink> console;
   std::map<std::string, std::shared_ptr<spdlog::logger>> loggers;
+  std::map<std::string, std::shared_ptr<spdlog::logger>> speakers;  // unfiltered on every rank
 };
 
 State& state() {
@@ -101,6 +107,10 @@ void refresh(State& s) {
   for (auto& [tag, logger] : s.loggers) {
     logger->set_level(effectiveLevel(s));
     logger->flush_on(spdlog::level::warn);
+  }
+  for (auto& [tag, logger] : s.speakers) {
+    logger->set_level(s.rootLevel);
+    logger->flush_on(spdlog::level::info);
   }
 }
 
@@ -142,6 +152,8 @@ void addFileSink(const std::string& path) {
   auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
   s.sinks.push_back(sink);
   for (auto& [tag, logger] : s.loggers)
+    logger->sinks().push_back(sink);
+  for (auto& [tag, logger] : s.speakers)
     logger->sinks().push_back(sink);
   refresh(s);
 }
@@ -218,6 +230,30 @@ spdlog::logger& get(const std::string& tag) {
     refresh(s);
   }
   return *it->second;
+}
+
+spdlog::logger& speaker(const std::string& tag) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  ensureInitialised(s);
+  auto it = s.speakers.find(tag);
+  if (it == s.speakers.end()) {
+    auto logger = std::make_shared<spdlog::logger>(tag, s.sinks.begin(), s.sinks.end());
+    it = s.speakers.emplace(tag, logger).first;
+    refresh(s);
+  }
+  return *it->second;
+}
+
+std::string statusLine() {
+  State& s = state();
+  std::shared_ptr<ConsoleSink> console;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    ensureInitialised(s);
+    console = s.console;
+  }
+  return console->status();
 }
 
 int rank() {

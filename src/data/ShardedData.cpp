@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "common/Hdf5External.h"
 #include "common/Log.h"
 #include "common/Strings.h"
+#include "common/WorkProgress.h"
 #include "data/Layout.h"
 #include "data/LayoutRegistry.h"
 #include "data/pipeline/ChunkStreamer.h"
@@ -338,6 +340,33 @@ class Loader {
                         std::array<std::vector<at::Tensor>, 3>& tensors) {
     h5::Handle file = h5::openFile(config_.data.path, false, ExitCode::kData, io.fileAccess());
     RowReader reader(file.get(), io.transfer(), io.collective());
+    // Progress of the read (Note [Work progress]): every rank knows every rank's plan, so the
+    // one with the most bytes to read (the last to finish) reports, without a collective.
+    std::vector<std::int64_t> bytes;
+    for (Split split : kSplits) {
+      if (!readsSplit(split)) continue;
+      const auto& plans = plans_[static_cast<int>(split)];
+      bytes.resize(std::max(bytes.size(), plans.size()), 0);
+      for (std::size_t r = 0; r < plans.size(); ++r) {
+        for (const auto& read : plans[r].reads)
+          bytes[r] += mapped(read) ? 0 : read.bytes();
+      }
+    }
+    const auto speaker = static_cast<int>(
+        bytes.empty() ? 0 : std::max_element(bytes.begin(), bytes.end()) - bytes.begin());
+    WorkProgress::Options shown;
+    shown.label = "load";
+    shown.counting = WorkProgress::Unit::kBytes;
+    shown.total = rank_ < static_cast<int>(bytes.size()) ? bytes[rank_] : 0;
+    shown.speaks = rank_ == speaker;
+    shown.tag = "data";
+    shown.startLine =
+        "load " + config_.data.path + ": " + str::humanBytes(static_cast<double>(shown.total)) +
+        " to read" +
+        (bytes.size() > 1 ? " on rank " + std::to_string(speaker) + " (the most of any rank)"
+                          : std::string());
+    WorkProgress progress(shown);
+    reader.setProgress(&progress);
     for (Split split : kSplits) {
       if (!readsSplit(split)) continue;
       const auto& plans = plans_[static_cast<int>(split)];
@@ -351,6 +380,7 @@ class Loader {
       }
     }
     file.close(ExitCode::kData, config_.data.path);  // collective under MPI-IO
+    progress.finish();
     stats_.bytesRead = reader.bytesRead();
     reader.throwIfFailed();
   }

@@ -8,6 +8,7 @@
 
 #include <c10/core/Device.h>
 
+#include "common/WorkProgress.h"
 #include "config/Config.h"
 #include "data/DataInfo.h"
 
@@ -27,7 +28,16 @@ struct EvalOptions {
   std::int64_t microBatch = 64;
   DType precision = DType::kFp32;
   std::int64_t maxSamplesPerRank = 0;  // 0 = this rank's whole part of the split
+  // Progress (Note [Work progress]): the start line reads "eval val<context>: N samples, ...";
+  // when boundSamples > 0, a long evaluation's estimate names train.eval_batches, one of which
+  // is boundSamples samples (the global batch).
+  std::string context;
+  std::int64_t boundSamples = 0;
+  WorkProgress::Mode progress = WorkProgress::Mode::kAuto;
 };
+
+// Note [Evaluation batch]: the batch of an evaluation when the user sets none.
+std::int64_t evalMicroBatch(std::int64_t trainMicroBatch, const c10::Device& device);
 
 // Collective over `control`: the loss and metrics of `split` over every rank's part, as
 // {"val_loss", "val_mse", ..., "val_samples"}. Forward passes only (eval mode, no autograd).

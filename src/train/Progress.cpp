@@ -1,11 +1,13 @@
 #include "train/Progress.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
 #include "common/Log.h"
 #include "common/Strings.h"
+#include "common/WorkProgress.h"
 #include "train/Metrics.h"
 
 namespace mb::train {
@@ -21,6 +23,13 @@ constexpr double kRateWindow = 2.0;
 ProgressBar::ProgressBar(ProgressKind kind, bool root) {
   enabled_ = root && (kind == ProgressKind::kBar ||
                       (kind == ProgressKind::kAuto && log::consoleIsTerminal()));
+  lines_ = root && !enabled_;
+  linesStart_ = WorkProgress::clockSeconds();
+  lastLine_ = linesStart_;
+}
+
+void ProgressBar::noteStepLine() {
+  lastLine_ = WorkProgress::clockSeconds();
 }
 
 ProgressBar::~ProgressBar() {
@@ -29,6 +38,21 @@ ProgressBar::~ProgressBar() {
 
 void ProgressBar::update(std::int64_t step, std::int64_t totalSteps, std::int64_t samples,
                          double lr) {
+  if (lines_) {
+    const double now = WorkProgress::clockSeconds();
+    if (firstStep_ < 0) firstStep_ = step - 1;  // a resumed run counts from its first step
+    if (now - lastLine_ >= WorkProgress::kLineSeconds) {
+      lastLine_ = now;
+      const double elapsed = now - linesStart_;
+      const double perSecond = static_cast<double>(step - firstStep_) / std::max(elapsed, 1e-9);
+      const double left = static_cast<double>(totalSteps - step) / std::max(perSecond, 1e-12);
+      const double share =
+          totalSteps > 0 ? std::floor(100.0 * static_cast<double>(step) / totalSteps) : 0.0;
+      log::get("train").info("train: {:.0f}% ({}/{} steps) | {:.3g} steps/s | {} elapsed | eta {}",
+                             share, step, totalSteps, perSecond, str::humanDuration(elapsed),
+                             str::humanDuration(left));
+    }
+  }
   if (!enabled_) return;
   const auto now = Clock::now();
   rateSamples_ += samples;

@@ -4,6 +4,9 @@
 //   mem 218 MiB
 // It is redrawn at most a few times a second from rank-local timings, so it costs no host sync
 // or collective; the loss shown is the one of the last log line (which did the reduction).
+// In log mode (no bar) rank 0 writes a line when no step line came for 30 s of the progress clock
+// (common/WorkProgress.h), so a run with slow steps or a long run.log_every still shows it lives:
+//   train: 0% (5/20000 steps) | 0.0939 steps/s | 59s elapsed | eta 59h07m
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -28,6 +31,8 @@ class ProgressBar {
   // After each step: the step just finished, the run's last step, the samples of that step, and
   // the learning rate it used.
   void update(std::int64_t step, std::int64_t totalSteps, std::int64_t samples, double lr);
+  // A step line was just written (log mode counts the 30 s from here).
+  void noteStepLine();
   void finish();  // erases the bar
 
   // The bar's text for a terminal `columns` wide (exposed for tests).
@@ -38,6 +43,10 @@ class ProgressBar {
  private:
   using Clock = std::chrono::steady_clock;
   bool enabled_ = false;
+  bool lines_ = false;     // log mode on rank 0
+  double linesStart_ = 0;  // the progress clock at the first step of this process
+  std::int64_t firstStep_ = -1;
+  double lastLine_ = 0;
   double loss_ = -1;
   std::string note_;
   Clock::time_point lastDraw_{};

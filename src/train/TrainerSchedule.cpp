@@ -104,6 +104,7 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
     metrics_->write(record);
   }
   progress_->setLoss(meanLoss);
+  progress_->noteStepLine();
   progress_->setNote(scalePart);
   const double percent =
       100.0 * static_cast<double>(state_.step) / static_cast<double>(totalSteps_);
@@ -162,12 +163,18 @@ std::map<std::string, double> Trainer::evaluate(data::Split split) {
   auto start = Clock::now();
   dist::averageBuffers(*dataComm_, *model_);  // Note [Buffers across ranks]
   EvalOptions options;
-  options.microBatch = microBatch_;
+  options.microBatch = evalMicroBatch(microBatch_, device_);
   options.precision = precision_;
+  options.context = fmt::format(" at step {}", state_.step);
+  options.progress = config_.run.progress == ProgressKind::kBar     ? WorkProgress::Mode::kBar
+                     : config_.run.progress == ProgressKind::kLines ? WorkProgress::Mode::kLines
+                                                                    : WorkProgress::Mode::kAuto;
   if (config_.train.evalBatches > 0)
     options.maxSamplesPerRank =
         (config_.train.evalBatches * config_.train.globalBatch + runtime_.size() - 1) /
         runtime_.size();
+  else
+    options.boundSamples = config_.train.globalBatch;  // the estimate names train.eval_batches
   std::map<std::string, double> results =
       evaluateSplit(*model_, *data_, split, control_, device_, options);
   const std::string prefix = std::string(data::toString(split)) + "_";

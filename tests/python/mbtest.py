@@ -98,6 +98,34 @@ def _run(cmd, timeout, env, cwd):
     return Result(cmd, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
 
 
+def run_on_terminal(command, timeout=300, env=None, expect=0):
+    """Runs `command` (a full argv) with stdout and stderr on a pseudo-terminal, as a person at a
+    shell would see it; returns what the terminal received (str). Fails (AssertionError) unless
+    the exit code is `expect`."""
+    import pty
+    master, slave = pty.openpty()
+    full_env = dict(os.environ, OMP_NUM_THREADS="1", TERM="xterm")
+    if env:
+        full_env.update(env)
+    proc = subprocess.Popen(command, stdout=slave, stderr=slave, stdin=subprocess.DEVNULL, env=full_env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: every writer closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    code = proc.wait(timeout=timeout)
+    out = b"".join(chunks).decode(errors="replace")
+    if code != expect:
+        raise AssertionError("%s exited %d (expected %d):\n%s" % (" ".join(command), code, expect, out[-4000:]))
+    return out
+
+
 def crash_signs(output):
     """Lines showing that a process crashed (a signal, a core dump, an uncaught exception, a
     logger that failed) rather than exiting with an error of its own."""

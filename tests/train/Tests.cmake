@@ -32,3 +32,12 @@ foreach(case elastic_resume_2_to_1_matches_the_uninterrupted_run
   mb_add_python_test(train.panel.${case} train/test_panel_training.py
                      ARGS PanelTrainingTest.test_${case} TIMEOUT 900)
 endforeach()
+
+# Progress of long work (issue 28), one CTest entry per test.
+foreach(case slow_evaluation_in_train_writes_a_line_at_least_every_30s
+             training_in_log_mode_writes_a_line_when_no_step_line_came_for_30s
+             the_rank_with_the_most_samples_speaks eval_and_predict_show_progress
+             sample_over_many_prompts_shows_progress data_tools_show_progress
+             eval_bar_on_a_terminal_then_the_training_bar_again data_tool_bar_on_a_terminal)
+  mb_add_python_test(progress.${case} train/test_progress.py ARGS ProgressTest.test_${case} TIMEOUT 900)
+endforeach()

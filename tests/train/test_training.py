@@ -217,23 +217,7 @@ class TrainingTest(mbtest.SeriesTrainingTestCase):
 
     def run_on_terminal(self, command):
         """Runs command with stdout and stderr on a pseudo-terminal, as a person at a shell would."""
-        import pty
-        master, slave = pty.openpty()
-        env = dict(os.environ, OMP_NUM_THREADS="1", TERM="xterm")
-        proc = subprocess.Popen(command, stdout=slave, stderr=slave, stdin=subprocess.DEVNULL, env=env)
-        os.close(slave)
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: every writer closed the terminal
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-        os.close(master)
-        self.assertEqual(proc.wait(timeout=300), 0)
-        return b"".join(chunks).decode(errors="replace")
+        return mbtest.run_on_terminal(command)
 
     def test_progress_bar_on_a_terminal_and_lines_otherwise(self):
         overrides = ["train.max_steps=30", "run.log_every=10"]

@@ -4,6 +4,8 @@
 
 #include <ATen/Functions.h>
 
+#include "common/WorkProgress.h"
+
 namespace mb::data {
 namespace {
 
@@ -73,6 +75,7 @@ void RowReader::readPiece(hid_t dataset, const std::string& what, std::int64_t b
   }
   bytesRead_ += rows * (out.numel() / std::max<std::int64_t>(1, out.size(axis))) *
                 static_cast<std::int64_t>(out.element_size());
+  if (progress_) progress_->update(bytesRead_);
 }
 
 void RowReader::throwIfFailed() const {

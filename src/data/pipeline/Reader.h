@@ -26,6 +26,10 @@
 #include "common/Hdf5.h"
 #include "data/pipeline/GlobalOrder.h"
 
+namespace mb {
+class WorkProgress;
+}
+
 namespace mb::data {
 
 class RowReader {
@@ -43,6 +47,8 @@ class RowReader {
   // Throws the first recorded failure (call after the last collective read).
   void throwIfFailed() const;
   std::int64_t bytesRead() const { return bytesRead_; }
+  // Told the bytes read so far after each piece (Note [Work progress]); may be null.
+  void setProgress(WorkProgress* progress) { progress_ = progress; }
 
  private:
   void readPiece(hid_t dataset, const std::string& what, std::int64_t begin, std::int64_t end,
@@ -53,6 +59,7 @@ class RowReader {
   bool collective_;
   std::int64_t pieceBytes_;
   std::int64_t bytesRead_ = 0;
+  WorkProgress* progress_ = nullptr;
   std::optional<Error> error_;
 };
 

@@ -14,6 +14,8 @@
 
 #include "common/Error.h"
 #include "common/Hdf5.h"
+#include "common/Strings.h"
+#include "common/WorkProgress.h"
 #include "data/pipeline/GlobalOrder.h"
 #include "data/tools/GraphArrays.h"
 #include "data/tools/Json.h"
@@ -209,8 +211,21 @@ class LineReader {
   void forEach(Visit visit) {
     std::string text;
     std::int64_t line = 0;
+    std::error_code error;
+    WorkProgress::Options shown;
+    shown.label = "data graphs";
+    shown.counting = WorkProgress::Unit::kBytes;
+    shown.total = static_cast<std::int64_t>(std::filesystem::file_size(path_, error));
+    shown.speaks = !error;
+    shown.tag = "data";
+    shown.startLine = "data graphs: reading " + path_ + " (" +
+                      str::humanBytes(static_cast<double>(shown.total)) + ")";
+    WorkProgress progress(shown);
+    std::int64_t bytes = 0;
     while (std::getline(in_, text)) {
       ++line;
+      bytes += static_cast<std::int64_t>(text.size()) + 1;
+      if ((line & 255) == 0) progress.update(bytes);
       if (!text.empty() && text.back() == '\r') text.pop_back();              // CRLF files
       if (line == 1 && text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);  // a UTF-8 BOM
       if (text.find_first_not_of(" \t") == std::string::npos) continue;
@@ -227,6 +242,8 @@ class LineReader {
       }
     }
     if (in_.bad()) throw DataError(path_ + ": read failed after line " + std::to_string(line));
+    progress.update(std::min(bytes, shown.total));
+    progress.finish();
   }
 
   void reject(std::int64_t line, const std::string& reason) {

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/Error.h"
+#include "common/WorkProgress.h"
 #include "data/pipeline/GlobalOrder.h"
 #include "data/tools/GraphArrays.h"
 #include "data/tools/Random.h"
@@ -110,11 +111,22 @@ GraphsReport writeSynthGraphs(const SynthGraphsOptions& o) {
   a.featureWidth = o.features > 0 ? o.features : -1;
   a.classNames = {kMotifNames[0], kMotifNames[1], kMotifNames[2]};
   char id[32];
+  WorkProgress::Options shown;
+  shown.label = "data synth-graphs";
+  shown.unit = "graphs";
+  shown.total = o.graphs;
+  shown.tag = "data";
+  shown.startLine = "data synth-graphs: " + std::to_string(o.graphs) + " graphs of " +
+                    std::to_string(o.minNodes) + "-" + std::to_string(o.maxNodes) + " nodes to " +
+                    o.out;
+  WorkProgress progress(shown);
   for (std::int64_t g = 0; g < o.graphs; ++g) {
     synthGraph(a, rng.below(3), o, rng);
     std::snprintf(id, sizeof(id), "g%06lld", static_cast<long long>(g));
     a.ids.push_back(id);
+    if ((g & 255) == 255 || g + 1 == o.graphs) progress.update(g + 1);
   }
+  progress.finish();
   writeGraphsFile(
       o.out, a, o.write,
       {{"generator", "megabatch data synth-graphs"},

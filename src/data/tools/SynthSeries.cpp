@@ -4,10 +4,12 @@
 #include <cstdio>
 
 #include <ATen/Functions.h>
+#include <fmt/format.h>
 
 #include "common/Error.h"
 #include "common/Hdf5.h"
 #include "common/Strings.h"
+#include "common/WorkProgress.h"
 #include "data/tools/Random.h"
 #include "data/tools/ToolOutput.h"
 #include "data/tools/Tools.h"
@@ -33,7 +35,7 @@ struct Latent {
   at::Tensor base;                        // [rows, 4] float64
 };
 
-Latent simulate(std::int64_t rows, double noise, Rng& rng) {
+Latent simulate(std::int64_t rows, double noise, Rng& rng, WorkProgress& progress) {
   Latent latent;
   latent.level.resize(rows);
   latent.amp.resize(rows);
@@ -66,12 +68,16 @@ Latent simulate(std::int64_t rows, double noise, Rng& rng) {
     latent.level[t] = level;
     latent.amp[t] = std::exp(logAmp);
     latent.phase[t] = phase;
+    if ((t & 8191) == 8191) progress.advance(8192);
   }
+  progress.update(rows);
   return latent;
 }
 
 // Rows of a stream of period p: [T, features], aggregated from the finest rows.
-at::Tensor aggregate(const at::Tensor& base, std::int64_t period, std::int64_t features, Rng& rng) {
+at::Tensor aggregate(const at::Tensor& base, std::int64_t period, std::int64_t features, Rng& rng,
+                     WorkProgress& progress) {
+  const std::int64_t before = progress.done();
   std::int64_t bars = base.size(0) / period;
   at::Tensor out = at::empty({bars, features}, at::kDouble);
   const double* in = base.data_ptr<double>();
@@ -87,7 +93,9 @@ at::Tensor aggregate(const at::Tensor& base, std::int64_t period, std::int64_t f
     double* row = o + j * features;
     for (std::int64_t f = 0; f < features; ++f)
       row[f] = f < 4 ? agg[f] : rng.normal();
+    if ((j & 1023) == 1023) progress.update(before + (j + 1) * period);
   }
+  progress.update(before + base.size(0));
   return out;
 }
 
@@ -144,8 +152,18 @@ SynthSeriesReport writeSynthSeries(const SynthSeriesOptions& o) {
                       std::to_string(firstRow) + " rows of history, the targets " +
                       std::to_string(lookAhead) + " ahead)");
 
+  // Progress over passes of the finest rows: the simulation, then one aggregation per stream.
+  WorkProgress::Options shown;
+  shown.label = "data synth-series";
+  shown.unit = "rows";
+  shown.total = o.rows * static_cast<std::int64_t>(1 + o.streams.size());
+  shown.tag = "data";
+  shown.startLine = fmt::format(
+      "data synth-series: {} rows x {} features in {} streams to {} ({} passes over the rows)",
+      o.rows, o.features, o.streams.size(), o.out, 1 + o.streams.size());
+  WorkProgress progress(shown);
   Rng rng(o.seed);
-  Latent latent = simulate(o.rows, o.noise, rng);
+  Latent latent = simulate(o.rows, o.noise, rng, progress);
   const double* base = latent.base.data_ptr<double>();
 
   // Targets and what the baselines and the oracle predict for them.
@@ -193,7 +211,7 @@ SynthSeriesReport writeSynthSeries(const SynthSeriesOptions& o) {
   h5::Handle file = h5::createFile(o.out, false, ExitCode::kFailure);
   for (std::size_t s = 0; s < o.streams.size(); ++s) {
     const auto& [name, period] = o.streams[s];
-    at::Tensor values = aggregate(latent.base, period, o.features, rng);
+    at::Tensor values = aggregate(latent.base, period, o.features, rng, progress);
     h5::Handle group = h5::createGroup(file.get(), "series/" + name, ExitCode::kFailure);
     h5::writeTensor(group.get(), "values", values.to(type), options, ExitCode::kFailure);
     at::Tensor barTimes =
@@ -228,6 +246,7 @@ SynthSeriesReport writeSynthSeries(const SynthSeriesOptions& o) {
           "x sin(phase), period 32 rows; see docs/data-format.md (synth-series)"),
       code);
   file.close(ExitCode::kFailure, o.out);
+  progress.finish();
   return report;
 }
 

@@ -1,4 +1,5 @@
 // megabatch data arith / data text: token corpora in the `tokens` layout.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include "common/Error.h"
 #include "common/Hdf5.h"
 #include "common/Strings.h"
+#include "common/WorkProgress.h"
 #include "data/tools/Random.h"
 #include "data/tools/ToolOutput.h"
 #include "data/tools/Tools.h"
@@ -108,12 +110,20 @@ std::string writeArith(const ArithOptions& o) {
     if (heldout.insert(p).second) heldoutList.push_back(p);
   }
   std::string corpus;
+  WorkProgress::Options shown;
+  shown.label = "data arith";
+  shown.unit = "problems";
+  shown.total = o.problems;
+  shown.tag = "data";
+  WorkProgress progress(shown);
   for (std::int64_t i = 0; i < o.problems; ++i) {
     Problem p = draw(o, limit, rng);
     while (heldout.count(p))
       p = draw(o, limit, rng);
     corpus += prompt(p) + answer(p) + "\n";
+    if ((i & 4095) == 4095 || i + 1 == o.problems) progress.update(i + 1);
   }
+  progress.finish();
 
   h5::WriteOptions options = tokenWriteOptions(o.write);
   auto code = ExitCode::kFailure;
@@ -171,17 +181,55 @@ std::string writeTextTokens(const std::string& in, const std::string& out,
   if (!input || ec) throw ConfigError(in + ": cannot read", "check the path");
   if (size < 2)
     throw DataError(in + ": the file has " + std::to_string(size) + " bytes; need at least 2");
-  at::Tensor bytes = at::empty({size}, at::kByte);
-  input.read(reinterpret_cast<char*>(bytes.data_ptr<std::uint8_t>()), size);
-  if (input.gcount() != size)
-    throw DataError(in + ": read " + std::to_string(input.gcount()) + " of its " +
-                    std::to_string(size) + " bytes (did it change while being read?)");
+  const h5::WriteOptions options = tokenWriteOptions(write);
   auto code = ExitCode::kFailure;
   h5::Handle file = h5::createFile(out, false, code);
-  h5::writeTensor(file.get(), "tokens", bytes, tokenWriteOptions(write), code);
   {
-    h5::Handle tokens = h5::openDataset(file.get(), "tokens", code);
+    // Streamed (Note [Work progress]): a slab at a time into /tokens, so the text never sits
+    // whole in memory and the progress follows the bytes.
+    const hsize_t dims[1] = {static_cast<hsize_t>(size)};
+    h5::Handle space(H5Screate_simple(1, dims, nullptr), H5Sclose);
+    h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    if (options.gzipLevel > 0 || options.chunkRows > 0) {
+      const hsize_t chunk[1] = {std::min<hsize_t>(
+          dims[0], options.chunkRows > 0 ? static_cast<hsize_t>(options.chunkRows) : 1 << 20)};
+      H5Pset_chunk(dcpl.get(), 1, chunk);
+      if (options.gzipLevel > 0)
+        H5Pset_deflate(dcpl.get(), static_cast<unsigned>(options.gzipLevel));
+    }
+    h5::Handle tokens(H5Dcreate2(file.get(), "tokens", H5T_NATIVE_UINT8, space.get(), H5P_DEFAULT,
+                                 dcpl.get(), H5P_DEFAULT),
+                      H5Dclose);
+    if (!tokens.valid()) throw RuntimeError(out + ": cannot create dataset /tokens");
+    WorkProgress::Options shown;
+    shown.label = "data text";
+    shown.counting = WorkProgress::Unit::kBytes;
+    shown.total = size;
+    shown.tag = "data";
+    shown.startLine = "data text: " + in + " (" + str::humanBytes(static_cast<double>(size)) +
+                      ") to byte tokens in " + out;
+    WorkProgress progress(shown);
+    constexpr std::int64_t kSlab = 4 << 20;
+    std::vector<char> buffer(static_cast<std::size_t>(std::min(size, kSlab)));
+    for (std::int64_t offset = 0; offset < size; offset += kSlab) {
+      const std::int64_t n = std::min(kSlab, size - offset);
+      input.read(buffer.data(), n);
+      if (input.gcount() != n)
+        throw DataError(in + ": read " + std::to_string(offset + input.gcount()) + " of its " +
+                        std::to_string(size) + " bytes (did it change while being read?)");
+      const hsize_t start[1] = {static_cast<hsize_t>(offset)}, count[1] = {static_cast<hsize_t>(n)};
+      h5::Handle memory(H5Screate_simple(1, count, nullptr), H5Sclose);
+      H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
+      if (H5Dwrite(tokens.get(), H5T_NATIVE_UINT8, memory.get(), space.get(), H5P_DEFAULT,
+                   buffer.data()) < 0)
+        throw RuntimeError(out + ": cannot write /tokens bytes [" + std::to_string(offset) + ", " +
+                               std::to_string(offset + n) + ")",
+                           "check the free space of its file system");
+      progress.update(offset + n);
+    }
+    progress.finish();
     h5::writeAttribute(tokens.get(), "vocab_size", std::int64_t{256}, code);
+    tokens.close(code, out + " dataset /tokens");
   }
   h5::writeAttribute(file.get(), "layout", std::string("tokens"), code);
   h5::writeAttribute(file.get(), "generator", std::string("megabatch data text"), code);
