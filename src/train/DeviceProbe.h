@@ -7,6 +7,14 @@
 
 namespace mb::train {
 
+// Whether this binary was built with CUDA (a CPU build has nothing to fall back from, so it does
+// not announce the CPU under train.device = auto).
+#if defined(MEGABATCH_WITH_CUDA) && MEGABATCH_WITH_CUDA
+constexpr bool kCudaBuild = true;
+#else
+constexpr bool kCudaBuild = false;
+#endif
+
 // "" when a CUDA device is usable; else why not, in words (e.g. "the NVIDIA kernel driver is not
 // loaded (libcuda.so.1 not found): no GPU visible"). CPU builds: "this megabatch build has no
 // CUDA". Probes once per process and caches the answer.

@@ -40,13 +40,14 @@ spdlog::logger& logger() {
 void Trainer::setUpDevice() {
   // Note [Device probe]: the reason comes first, so that LibTorch is asked about CUDA only where
   // a driver is there to answer.
-  const std::string noCuda = config_.train.device == DeviceKind::kCpu ? "" : cudaAbsenceReason();
-  bool cudaAvailable = noCuda.empty() && torch::cuda::is_available();
+  const bool onCpu = config_.train.device == DeviceKind::kCpu;
+  const std::string noCuda = onCpu ? "" : cudaAbsenceReason();
+  bool cudaAvailable = !onCpu && noCuda.empty() && torch::cuda::is_available();
   if (config_.train.device == DeviceKind::kCuda && !cudaAvailable)
     throw ConfigError("train.device = cuda, but " +
                           (noCuda.empty() ? std::string("LibTorch sees no CUDA device") : noCuda),
                       cudaVisibilityHint());
-  if (config_.train.device == DeviceKind::kAuto && !cudaAvailable && isRoot())
+  if (kCudaBuild && config_.train.device == DeviceKind::kAuto && !cudaAvailable && isRoot())
     logger().info("train.device = auto: training on the CPU ({})",
                   noCuda.empty() ? "LibTorch sees no CUDA device" : noCuda);
   bool useCuda = config_.train.device == DeviceKind::kCuda ||
