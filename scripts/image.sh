@@ -93,9 +93,20 @@ fi
 build_args=(--build-arg FLAVOUR="$flavour" --build-arg BASE="$base")
 [[ $flavour == cuda ]] && build_args+=(--build-arg CUDNN="${MEGABATCH_CUDNN:-standin}")
 [[ -n ${MEGABATCH_IMAGE_JOBS:-} ]] && build_args+=(--build-arg MEGABATCH_BUILD_JOBS="$MEGABATCH_IMAGE_JOBS")
+# The compiler cache of the build stage: MEGABATCH_IMAGE_CCACHE, else the host's (the CPU image
+# compiles what a Debian 12 host's build/ compiled, with the same compiler and LibTorch), else
+# .images/ccache. The CUDA image's compiler (Debian 13) never matches the host's.
+ccache_dir=${MEGABATCH_IMAGE_CCACHE:-}
+if [[ -z $ccache_dir ]]; then
+  ccache_dir=$images/ccache
+  host_cache=${CCACHE_DIR:-$HOME/.cache/ccache}
+  [[ $flavour == cpu && -d $host_cache ]] && ccache_dir=$host_cache
+fi
+mkdir -p "$ccache_dir"
+echo "image.sh: compiler cache $ccache_dir"
 build() {  # build TARGET TAG
   podman build --isolation chroot --layers --pull=never "${build_args[@]}" \
-    -v "$images/ccache:/root/.cache/ccache" \
+    -v "$ccache_dir:/root/.cache/ccache" \
     -f docker/Dockerfile --target "$1" -t "$2" . || {
     show_space "after the failure"
     die "podman build of the $flavour image (target $1) failed (output above)" \
