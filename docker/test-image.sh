@@ -6,6 +6,10 @@
 # Vertex AI mapping with a stand-in /gcs folder: AIP_CHECKPOINT_DIR=gs://... -> run.dir under
 # /gcs (checkpoints/latest there, no *.tmp left), AIP_MODEL_DIR=gs://... -> the final model there.
 set -euo pipefail
+# Open MPI's shared memory and TCP transports only: a build sandbox has no RDMA devices, and
+# UCX's probing of them fails or warns there (the same settings as tests/CMakeLists.txt).
+# megabatch-launch passes every OMPI_* variable on, so users tune a real machine the same way.
+export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp OMPI_MCA_osc=^ucx
 say() { echo "test-image.sh: $*"; }
 start=$SECONDS
 megabatch --version
