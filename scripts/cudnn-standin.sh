@@ -67,10 +67,12 @@ dpkg-deb -x "$(ls "$work"/libtorch-cuda*.deb | head -n1)" "$work/x"
 so=$(find "$work/x" -name 'libtorch_cuda.so*' -type f | head -n1)
 [[ -n $so ]] || die "no libtorch_cuda.so in $lib"
 mapfile -t symbols < <(nm -D --undefined-only "$so" | awk '{print $2}' | grep '^cudnn' | sed 's/@.*//' | sort -u)
+# The imports are versioned (cudnnCreate@libcudnn.so.9): the stub defines that version node.
+node=$(nm -D --undefined-only "$so" | awk '{print $2}' | grep -m1 '^cudnn.*@' | sed 's/^[^@]*@*//' || true)
 ((${#symbols[@]} > 0)) || die "libtorch_cuda.so imports no cudnn* symbol: check what $lib needs"
 needed=$(objdump -p "$so" 2>/dev/null | awk '/NEEDED/ && /cudnn/ {print $2}' | head -n1)
 soname=${needed:-libcudnn.so.9}
-echo "cudnn-standin.sh: $so needs $soname, ${#symbols[@]} cudnn functions"
+echo "cudnn-standin.sh: $so needs $soname, ${#symbols[@]} cudnn functions (symbol version ${node:-none})"
 
 # 3. The stub library and the package.
 mkdir -p "$work/pkg/DEBIAN" "$work/pkg/usr/lib/x86_64-linux-gnu"
@@ -86,7 +88,21 @@ mkdir -p "$work/pkg/DEBIAN" "$work/pkg/usr/lib/x86_64-linux-gnu"
     fi
   done
 } >"$work/stub.c"
-gcc -shared -fPIC -O1 -w -Wl,-soname,"$soname" -o "$work/pkg/usr/lib/x86_64-linux-gnu/$soname" "$work/stub.c"
+version_flags=()
+if [[ -n $node ]]; then
+  printf '%s {\n  global: cudnn*;\n  local: *;\n};\n' "$node" >"$work/stub.map"
+  version_flags=(-Wl,--version-script="$work/stub.map")
+fi
+gcc -shared -fPIC -O1 -w -Wl,-soname,"$soname" "${version_flags[@]}" \
+  -o "$work/pkg/usr/lib/x86_64-linux-gnu/$soname" "$work/stub.c"
+# The linker needs every import defined, with its version: check before packaging.
+missing=$(comm -23 <(printf '%s\n' "${symbols[@]}") \
+  <(nm -D --defined-only "$work/pkg/usr/lib/x86_64-linux-gnu/$soname" | awk '{print $3}' | sed 's/@.*//' | sort -u))
+[[ -z $missing ]] || die "the stub lacks: $missing"
+defined=$(nm -D --defined-only "$work/pkg/usr/lib/x86_64-linux-gnu/$soname")
+if [[ -n $node && $defined != *"@@$node"* ]]; then
+  die "the stub's symbols lack the version node $node"
+fi
 cat >"$work/pkg/DEBIAN/control" <<EOF
 Package: $name
 Version: $version
@@ -102,5 +118,5 @@ Description: cuDNN stand-in for building and testing megabatch without a GPU (NO
 EOF
 dpkg-deb --root-owner-group -Zxz --build "$work/pkg" "$work/cudnn-standin.deb" >/dev/null
 rm -rf "$work/x" "$work/pkg" "$work"/libtorch-cuda*.deb
-in_root bash -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq /var/cache/megabatch/cudnn-standin.deb >/dev/null'
+in_root bash -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --reinstall --allow-downgrades /var/cache/megabatch/cudnn-standin.deb >/dev/null'
 echo "cudnn-standin.sh: installed $name $version (a stand-in, not cuDNN) into $root"
