@@ -3,20 +3,40 @@
 # already present are not touched, and apt runs only when something is missing.
 #   scripts/setup.sh           build + run dependencies (main job)
 #   scripts/setup.sh --tests   also what the test suite needs (Python references, SLURM, clang)
+#   scripts/setup.sh --cuda    the CUDA build instead (issue 26), on Debian 13 ("trixie") with the
+#                              contrib and non-free sections enabled: libtorch-cuda-dev 2.6 (CUDA
+#                              12.4), nvidia-cuda-toolkit + nvidia-cuda-dev 12.4, libnccl-dev 2.22,
+#                              libnvidia-ml-dev. Then scripts/build.sh build -DMEGABATCH_CUDA=ON.
+#     cuDNN: libtorch-cuda depends on nvidia-cudnn, a downloader package that fetches cuDNN from
+#     NVIDIA's server during apt install (it asks to accept NVIDIA's licence). Where that server
+#     cannot be reached (CI), MEGABATCH_CUDNN=standin installs the local stand-in of
+#     scripts/cudnn-standin.sh instead (Note [cuDNN stand-in]: every cuDNN call fails; enough to
+#     build and to run on the CPU, not for a GPU). Default: nvidia (the real one).
 set -euo pipefail
 
 want_tests=0
+want_cuda=0
 for arg in "$@"; do
   case "$arg" in
     --tests) want_tests=1 ;;
-    -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
-    *) echo "setup.sh: unknown argument $arg (use --tests or nothing)" >&2; exit 2 ;;
+    --cuda) want_cuda=1 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown argument $arg (use --tests, --cuda or nothing)" >&2; exit 2 ;;
   esac
 done
 
+torch_packages=(libtorch-dev)       # LibTorch 1.13 (CPU; Debian 12)
+if [[ $want_cuda == 1 ]]; then
+  torch_packages=(
+    libtorch-cuda-dev                # LibTorch 2.6 for CUDA 12.4 (contrib)
+    nvidia-cuda-toolkit nvidia-cuda-dev   # nvcc, CUDA 12.4 runtime and headers (non-free)
+    libnccl-dev                      # NCCL 2.22 (non-free)
+    libnvidia-ml-dev                 # nvml.h
+  )
+fi
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
-  libtorch-dev                       # LibTorch 1.13 (CPU)
+  "${torch_packages[@]}"
   libopenblas0-openmp                # fast BLAS for LibTorch (Debian defaults to the reference BLAS)
   libopenmpi-dev openmpi-bin         # MPI
   libhdf5-openmpi-dev hdf5-tools     # parallel HDF5 (MPI-IO)
@@ -51,6 +71,23 @@ fi
 echo "setup.sh: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
+if [[ $want_cuda == 1 ]]; then
+  if [[ -z $(apt-cache policy libtorch-cuda-dev 2>/dev/null | sed -n 's/^ *Candidate: //p' | grep -v '(none)') ]]; then
+    echo "setup.sh: apt knows no libtorch-cuda-dev: --cuda needs Debian 13 (trixie) with the contrib and" \
+      "non-free sections (add 'Components: main contrib non-free' to /etc/apt/sources.list.d/debian.sources)" >&2
+    exit 1
+  fi
+  case ${MEGABATCH_CUDNN:-nvidia} in
+    nvidia) echo "setup.sh: nvidia-cudnn will download cuDNN from NVIDIA during the install" \
+      "(MEGABATCH_CUDNN=standin where that server cannot be reached)" ;;
+    standin)
+      if ! dpkg-query -W -f='${Status}' nvidia-cudnn 2>/dev/null | grep -q "install ok installed"; then
+        $SUDO apt-get install -y -qq --no-install-recommends gcc binutils dpkg-dev >/dev/null
+        $SUDO bash "$(dirname "$0")/cudnn-standin.sh" /
+      fi ;;
+    *) echo "setup.sh: MEGABATCH_CUDNN=${MEGABATCH_CUDNN}: use nvidia or standin" >&2; exit 2 ;;
+  esac
+fi
 # Services installed here (slurm, munge) must not start at install time in containers.
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "setup.sh: done"

@@ -5,7 +5,16 @@
 #   scripts/trixie-root.sh run CMD [ARGS...]  setup, then run CMD inside the root
 #   scripts/trixie-root.sh path               print the root's folder
 # The root lives in .trixie-root/ of the checkout (git-ignored; MEGABATCH_TRIXIE_ROOT moves it,
-# MEGABATCH_TRIXIE_MIRROR picks the Debian mirror). setup is idempotent: debootstrap runs once,
+# MEGABATCH_TRIXIE_MIRROR picks the Debian mirror).
+# MEGABATCH_TRIXIE_FLAVOUR=cuda (issue 26) makes a second root, .trixie-cuda-root/, with the
+# contrib and non-free sections and the CUDA build's packages instead of the CPU LibTorch:
+# libtorch-cuda-dev 2.6 (CUDA 12.4), nvidia-cuda-toolkit/nvidia-cuda-dev 12.4, libnccl-dev 2.22
+# and libnvidia-ml-dev (about 1.5 GB to download, 5 GB installed). Note [cuDNN stand-in]: Debian's
+# cuDNN (nvidia-cudnn) is a downloader package that fetches cuDNN from NVIDIA's server, which CI
+# cannot reach; the CUDA root installs instead a local package made by scripts/cudnn-standin.sh
+# that provides libcudnn9-cuda-12 and a libcudnn.so.9 whose functions all fail. It satisfies the
+# dependency and the dynamic linker; it cannot run a cuDNN kernel, which a machine without a GPU
+# never does. A GPU machine installs NVIDIA's cuDNN (nvidia-cudnn, or the image's --build-arg). setup is idempotent: debootstrap runs once,
 # and apt runs again only when the package list below or the mirror changed (a stamp in the
 # root records them), so a current root costs about a second.
 # run mounts /proc, /sys, /dev (with /dev/pts and /dev/shm, which Open MPI uses), a fresh /tmp
@@ -17,12 +26,32 @@
 # after SIGKILL; an EXIT trap also unmounts explicitly, and SIGINT/TERM/HUP are passed on to CMD.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd -P)
-root=${MEGABATCH_TRIXIE_ROOT:-$repo/.trixie-root}
+flavour=${MEGABATCH_TRIXIE_FLAVOUR:-cpu}
+case $flavour in
+  cpu) root=${MEGABATCH_TRIXIE_ROOT:-$repo/.trixie-root} ;;
+  cuda) root=${MEGABATCH_TRIXIE_ROOT:-$repo/.trixie-cuda-root} ;;
+  *) echo "trixie-root.sh: MEGABATCH_TRIXIE_FLAVOUR=$flavour: use cpu or cuda" >&2; exit 2 ;;
+esac
 mirror=${MEGABATCH_TRIXIE_MIRROR:-http://deb.debian.org/debian}
 suite=trixie
 stamp=etc/megabatch-packages
 
-packages=(
+if [[ $flavour == cuda ]]; then
+  components=main,contrib,non-free
+  packages=(
+    libtorch-cuda-dev                     # LibTorch 2.6 built for CUDA 12.4 (contrib)
+    nvidia-cuda-toolkit nvidia-cuda-dev   # nvcc and the CUDA 12.4 headers/libraries (non-free)
+    libnccl-dev                           # NCCL 2.22 (non-free)
+    libnvidia-ml-dev                      # nvml.h (megabatch dlopens libnvidia-ml at run time)
+    libopenblas0-openmp
+    python3 python3-h5py python3-numpy    # the demo data and the gpuless tests
+    libopenmpi-dev openmpi-bin libhdf5-openmpi-dev
+    libyaml-cpp-dev libspdlog-dev libfmt-dev libgtest-dev
+    cmake ninja-build g++ pkg-config ccache procps
+  )
+else
+  components=main
+  packages=(
   libtorch-dev python3-torch              # LibTorch 2.6 and PyTorch 2.6 (CPU)
   libopenblas0-openmp                     # the BLAS the Debian 12 build uses (scripts/setup.sh)
   python3-h5py python3-numpy              # Python references and data checks
@@ -33,7 +62,8 @@ packages=(
   python3-dev python3-setuptools          # torch.compile (inductor) builds C++ kernels on the CPU,
   libsleef-dev                            # vectorised ones only with sleef.h (else scalar code)
   procps                                  # pgrep, used by the SIGTERM test
-)
+  )
+fi
 
 die() {
   echo "trixie-root.sh: $*" >&2
@@ -67,7 +97,7 @@ bootstrap() {
   assert_unmounted "$partial"
   rm -rf "$partial"
   echo "trixie-root.sh: debootstrap $suite from $mirror into $root"
-  unshare --mount --propagation private -- debootstrap --variant=minbase "$suite" "$partial" "$mirror" \
+  unshare --mount --propagation private -- debootstrap --variant=minbase --components="$components" "$suite" "$partial" "$mirror" \
     >"$partial.log" 2>&1 || { tail -20 "$partial.log" >&2; die "debootstrap failed (whole log: $partial.log); is $mirror reachable?"; }
   rm -f "$partial.log"
   # Lean apt: no recommends, no documentation, no fsync per file (after a crash, delete the root
@@ -85,10 +115,14 @@ bootstrap() {
 install_packages() {
   local want
   want=$(printf '%s\n' "$mirror" "${packages[@]}")
+  [[ $flavour == cuda ]] && want+=$'\n'$(sha256sum "$repo/scripts/cudnn-standin.sh" | cut -d' ' -f1)
   [[ -f $root/$stamp && $(cat "$root/$stamp") == "$want" ]] && return
   local start=$SECONDS
   echo "trixie-root.sh: installing ${packages[*]}"
   cp /etc/resolv.conf "$root/etc/resolv.conf"
+  if [[ $flavour == cuda ]]; then  # Note [cuDNN stand-in]
+    bash "$repo/scripts/cudnn-standin.sh" "$root" || die "making the cuDNN stand-in failed (output above)"
+  fi
   unshare --mount --propagation private -- bash "$0" __enter env DEBIAN_FRONTEND=noninteractive \
     bash -c 'dpkg --configure -a && apt-get update -qq && apt-get install -y -qq "$@" >/dev/null' apt "${packages[@]}" ||
     die "apt-get inside $root failed (output above); run 'bash $0 setup' again, or delete $root to start over"

@@ -13,6 +13,7 @@
 #include "dist/Runtime.h"
 #include "megabatch/Version.h"
 #include "model/ModelRegistry.h"
+#include "train/DeviceProbe.h"
 #include "train/Signals.h"
 
 namespace mb::app {
@@ -309,7 +310,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (name == "--version") {
-    std::printf("megabatch %s (LibTorch %s)\n", MEGABATCH_VERSION, compat::torchVersion().c_str());
+    std::printf("megabatch %s (LibTorch %s%s)\n", MEGABATCH_VERSION, compat::torchVersion().c_str(),
+                train::cudaBuildDescription().c_str());
     return 0;
   }
   const CommandSpec* spec = findCommand(name);

@@ -99,8 +99,9 @@ std::shared_ptr<Communicator> Runtime::makeDataCommunicator(BackendKind backend,
   if (backend == BackendKind::kNccl || (backend == BackendKind::kAuto && cuda && many)) {
 #if MEGABATCH_WITH_NCCL
     if (!cuda)
-      throw ConfigError("dist.backend = nccl needs train.device = cuda",
-                        "use dist.backend=mpi (or auto) on CPU");
+      throw ConfigError("dist.backend = nccl needs a CUDA device, but this run trains on the CPU",
+                        "use dist.backend=mpi (or auto) on the CPU; with train.device=auto, the "
+                        "message before says why no GPU was usable");
     return makeNcclCommunicator(*control_, deviceIndex);
 #else
     if (backend == BackendKind::kNccl)

@@ -20,6 +20,7 @@
 #include "model/Model.h"
 #include "train/CheckpointDirectory.h"
 #include "train/CheckpointModel.h"
+#include "train/DeviceProbe.h"
 #include "train/GpuUtilisation.h"
 #include "train/LossScaler.h"
 #include "train/Optimizer.h"
@@ -37,10 +38,18 @@ spdlog::logger& logger() {
 }  // namespace
 
 void Trainer::setUpDevice() {
-  bool cudaAvailable = torch::cuda::is_available();
+  // Note [Device probe]: the reason comes first, so that LibTorch is asked about CUDA only where
+  // a driver is there to answer.
+  const bool onCpu = config_.train.device == DeviceKind::kCpu;
+  const std::string noCuda = onCpu ? "" : cudaAbsenceReason();
+  bool cudaAvailable = !onCpu && noCuda.empty() && torch::cuda::is_available();
   if (config_.train.device == DeviceKind::kCuda && !cudaAvailable)
-    throw ConfigError("train.device = cuda, but no CUDA device is usable by this megabatch build",
-                      "use train.device=cpu, or build with scripts/build-gpu.sh on a GPU machine");
+    throw ConfigError("train.device = cuda, but " +
+                          (noCuda.empty() ? std::string("LibTorch sees no CUDA device") : noCuda),
+                      cudaVisibilityHint());
+  if (kCudaBuild && config_.train.device == DeviceKind::kAuto && !cudaAvailable && isRoot())
+    logger().info("train.device = auto: training on the CPU ({})",
+                  noCuda.empty() ? "LibTorch sees no CUDA device" : noCuda);
   bool useCuda = config_.train.device == DeviceKind::kCuda ||
                  (config_.train.device == DeviceKind::kAuto && cudaAvailable);
   if (useCuda) {

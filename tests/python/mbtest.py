@@ -9,7 +9,7 @@ in tests/support/Device.h): run() and mpirun() add train.device=<device> to each
 rank shares the one GPU, and NCCL refuses two ranks on one GPU). A command line built by hand
 adds with_device(args, np). An override the test gives itself (train.device=..., dist.backend=...)
 is left alone. With cuda and no usable GPU, `megabatch train` exits 2 with "train.device = cuda,
-but no CUDA device is usable": the test fails, it never runs on the CPU instead.
+but ..." and the reason (no GPU visible, a CPU build): the test fails, it never runs on the CPU.
 """
 import json
 import os

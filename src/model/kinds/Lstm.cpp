@@ -6,6 +6,8 @@
 #include <ATen/core/grad_mode.h>
 
 #include "common/Error.h"
+#include "common/NativeCpuRnn.h"
+#include "common/TorchCompat.h"
 #include "model/parts/Heads.h"
 
 namespace mb::model {
@@ -74,6 +76,9 @@ at::Tensor Lstm::encode(std::size_t s, const at::Tensor& input, const at::Tensor
   // Resident data may be bf16; the LSTM takes its weights' dtype (autocast, where it covers
   // the LSTM, casts from there).
   at::Tensor x = input.to(lstm->parameters().front().scalar_type());  // [B, T, F]
+  const compat::NativeCpuRnnGuard nativeRnn(
+      x.device().is_cpu() &&
+      (x.scalar_type() == at::kBFloat16 || compat::autocastEnabled(c10::DeviceType::CPU)));
   if (!lanes.defined()) {
     auto out = lstm->forward(x);
     return std::get<0>(std::get<1>(out))[layers_ - 1];  // [B, hidden]

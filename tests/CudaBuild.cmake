@@ -1,0 +1,47 @@
+# The CUDA build stage (issue 26), label cuda-build. scripts/test.sh builds this tree a third time
+# inside a Debian 13 root with Debian's CUDA LibTorch 2.6 (CUDA 12.4), CUDA toolkit, NCCL 2.22 and
+# NVML headers (scripts/build-cuda.sh into build-cuda/, MEGABATCH_CUDA=ON: every *Cuda.cpp, the
+# NCCL backend, NVML, the GPU-only test binary) and runs the tests labelled cuda-build there, on a
+# machine with no GPU. Why this subset and not the whole CPU suite:
+#   - every unit test: the library's CPU code compiled and linked against the CUDA LibTorch, whose
+#     headers and dispatch differ from the CPU 1.13 and 2.6 builds (CUDA hooks loaded, the
+#     *Cuda.cpp sources in the binary);
+#   - the multi-rank MPI tests (smoke, DDP, collectives, loss scaler at 2 ranks): Open MPI and the
+#     autograd hooks in a binary that also links NCCL and the CUDA runtime;
+#   - the CLI test and three training runs through the CLI (2-rank SIGTERM -> resume, an elastic
+#     resume, train.cuda_graphs): a CUDA binary on the CPU trains and resumes bit for bit;
+#   - py.cuda.gpuless: what a CUDA binary must do without a GPU (tests/cuda/test_gpuless.py).
+# Left out: the PyTorch parity, TorchScript and fp16 tests (they need PyTorch in the root, and the
+# CUDA PyTorch would add another 2 GB; the LibTorch 2.6 stage runs them with the same 2.6 code),
+# the sanitizer, SLURM and launcher stages (host tools, not the binary's build), and the gpu-labelled
+# tests, which need a GPU: py.cuda.gpuless checks that they fail here rather than pass.
+# The target megabatch_cuda_build builds exactly the binaries those tests run.
+set(MB_CUDA_BUILD_TESTS
+  mpi.smoke.np2 mpi.ddp.np2 mpi.collectives.np2 mpi.loss_scaler.np2 py.cli
+  py.train.sigterm_to_every_rank_checkpoints_and_resumes
+  py.train.elastic_resume_matches_uninterrupted_run
+  py.train.cuda_graphs_setting_is_not_silently_ignored)
+set(MB_CUDA_BUILD_TARGETS megabatch megabatch_unit_tests megabatch_mpi_tests megabatch_optimizer_reference)
+
+if(MEGABATCH_WITH_CUDA)
+  list(APPEND MB_CUDA_BUILD_TARGETS megabatch_gpu_tests)
+  mb_add_python_test(cuda.gpuless cuda/test_gpuless.py LABEL cuda-build TIMEOUT 600)
+  set_property(TEST py.cuda.gpuless APPEND PROPERTY ENVIRONMENT
+               "MEGABATCH_GPU_TESTS_BIN=$<TARGET_FILE:megabatch_gpu_tests>")
+endif()
+
+foreach(test ${MB_CUDA_BUILD_TESTS})
+  if(NOT TEST ${test})
+    message(FATAL_ERROR "tests/CudaBuild.cmake names ${test}, which no longer exists: "
+                        "update MB_CUDA_BUILD_TESTS to the test's new name")
+  endif()
+  set_property(TEST ${test} APPEND PROPERTY LABELS cuda-build)
+endforeach()
+get_property(mb_all_tests DIRECTORY PROPERTY TESTS)
+foreach(test ${mb_all_tests})
+  if(test MATCHES "^unit\\.")
+    set_property(TEST ${test} APPEND PROPERTY LABELS cuda-build)
+  endif()
+endforeach()
+
+add_custom_target(megabatch_cuda_build DEPENDS ${MB_CUDA_BUILD_TARGETS})
