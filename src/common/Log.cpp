@@ -219,30 +219,30 @@ int consoleColumns() {
   return 80;
 }
 
-spdlog::logger& get(const std::string& tag) {
+namespace {
+// The logger of `tag` in one of State's tables, made on first use with the shared sinks.
+spdlog::logger& loggerIn(std::map<std::string, std::shared_ptr<spdlog::logger>> State::*table,
+                         const std::string& tag) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   ensureInitialised(s);
-  auto it = s.loggers.find(tag);
-  if (it == s.loggers.end()) {
+  auto& loggers = s.*table;
+  auto it = loggers.find(tag);
+  if (it == loggers.end()) {
     auto logger = std::make_shared<spdlog::logger>(tag, s.sinks.begin(), s.sinks.end());
-    it = s.loggers.emplace(tag, logger).first;
+    it = loggers.emplace(tag, logger).first;
     refresh(s);
   }
   return *it->second;
 }
+}  // namespace
+
+spdlog::logger& get(const std::string& tag) {
+  return loggerIn(&State::loggers, tag);
+}
 
 spdlog::logger& speaker(const std::string& tag) {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  ensureInitialised(s);
-  auto it = s.speakers.find(tag);
-  if (it == s.speakers.end()) {
-    auto logger = std::make_shared<spdlog::logger>(tag, s.sinks.begin(), s.sinks.end());
-    it = s.speakers.emplace(tag, logger).first;
-    refresh(s);
-  }
-  return *it->second;
+  return loggerIn(&State::speakers, tag);
 }
 
 std::string statusLine() {

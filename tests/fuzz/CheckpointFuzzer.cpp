@@ -136,6 +136,27 @@ Handle typeChoice(Choices& in) {
   }
 }
 
+// True when `path` leads through hard links only (its parents, and with `itself` its own link):
+// the harness must never follow the external links it made. HDF5 would open the FIFO they name,
+// and libhdf5 1.10 leaks a metadata block when that open fails, which LeakSanitizer then reports
+// against this fuzzer (found by sanitize.fuzz). The reader under test never follows a link.
+bool staysInFile(hid_t file, const std::string& path, bool itself) {
+  for (std::size_t slash = path.find('/');; slash = path.find('/', slash + 1)) {
+    if (slash == std::string::npos && !itself) return true;
+    const std::string prefix = path.substr(0, slash);
+    if (H5Lexists(file, prefix.c_str(), H5P_DEFAULT) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return true;  // not there: made afresh, as a hard link
+    }
+    H5L_info_t info;
+    if (H5Lget_info(file, prefix.c_str(), &info, H5P_DEFAULT) < 0 || info.type != H5L_TYPE_HARD) {
+      H5Eclear2(H5E_DEFAULT);
+      return false;
+    }
+    if (slash == std::string::npos) return true;
+  }
+}
+
 void replaceWithDataset(Choices& in, hid_t file, const Scratch& s, int which) {
   const std::string path = kTensors[which];
   Handle type = typeChoice(in);
@@ -186,7 +207,13 @@ void replaceWithDataset(Choices& in, hid_t file, const Scratch& s, int which) {
 void edit(Choices& in, hid_t file, const Scratch& s) {
   int which = in.pick(4);
   const std::string path = kTensors[which];
-  switch (in.pick(10)) {
+  const int kind = in.pick(10);
+  const bool local = staysInFile(file, path, false) && staysInFile(file, "model/x", false) &&
+                     staysInFile(file, "extra/x", false) && staysInFile(file, "meta", true) &&
+                     staysInFile(file, "trainer", true) &&
+                     staysInFile(file, "optimizer/fc.bias", true);
+  if (!local && kind != 7) return;  // a later edit through an outside link: nothing to edit
+  switch (kind) {
     case 0:
       replaceWithDataset(in, file, s, which);
       break;
