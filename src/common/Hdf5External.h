@@ -23,7 +23,8 @@ bool allowExternal();
 std::string describeLink(hid_t loc, const std::string& name);
 // Throws `code` when a component of `path` (checked from the root down, before it is
 // traversed) is an external link, unless `code` is kData and data.allow_external is set (the
-// link is then logged). Soft links are left to HDF5 (they stay inside the file).
+// link is then logged). A soft link's target is checked the same way; in a checkpoint
+// (kCheckpoint) any soft link is refused (Note [Soft links lead on]).
 void checkLinks(hid_t loc, const std::string& path, ExitCode code);
 // What an open dataset reads outside its file: "external storage in raw.bin (bytes 0..767)",
 // "a virtual dataset (VDS) mapping a.h5:/x, ..."; "" when its bytes are all in the file.
