@@ -184,15 +184,16 @@ class TempDirTestCase(unittest.TestCase):
 
 
 class SeriesTrainingTestCase(TempDirTestCase):
-    """TempDirTestCase plus one small two-stream series file (m1, m5; 8000 rows, 3 features),
-    made once per class in self.data, for end-to-end training tests."""
+    """TempDirTestCase plus one series file, made once per class in self.data, for end-to-end
+    training tests: by default small and two-stream (m1, m5; 8000 rows, 3 features); a subclass
+    sets SERIES_ARGS for another."""
+    SERIES_ARGS = ["--rows", "8000", "--features", "3", "--streams", "m1:1,m5:5", "--seed", "7"]
 
     @classmethod
     def setUpClass(cls):
         cls._shared = tempfile.TemporaryDirectory(prefix="mbtrain-")
         cls.data = os.path.join(cls._shared.name, "series.h5")
-        r = run(["data", "synth-series", "--out", cls.data, "--rows", "8000", "--features", "3",
-                 "--streams", "m1:1,m5:5", "--seed", "7"])
+        r = run(["data", "synth-series", "--out", cls.data] + cls.SERIES_ARGS)
         if r.returncode != 0:
             raise RuntimeError("could not make test data:\n%r" % r)
 

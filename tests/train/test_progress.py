@@ -59,22 +59,11 @@ def log_lines(output):
     return out
 
 
-class ProgressTest(mbtest.TempDirTestCase):
+class ProgressTest(mbtest.SeriesTrainingTestCase):
     SCALE = 20  # 30 s of progress clock in 1.5 s
 
-    @classmethod
-    def setUpClass(cls):
-        cls._shared = __import__("tempfile").TemporaryDirectory(prefix="mbprogress-")
-        # 400k samples: 40k in val, 157 evaluation batches of 256.
-        cls.data = os.path.join(cls._shared.name, "series.h5")
-        r = mbtest.run(["data", "synth-series", "--out", cls.data, "--rows", "400000", "--features", "3",
-                        "--streams", "m1:1", "--seed", "3"])
-        if r.returncode != 0:
-            raise RuntimeError("could not make test data:\n%r" % r)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._shared.cleanup()
+    # 400k samples: 40k in val, 157 evaluation batches of 256.
+    SERIES_ARGS = ["--rows", "400000", "--features", "3", "--streams", "m1:1", "--seed", "3"]
 
     def config(self, run_dir, steps=2, log_every=1, shards=4, progress="auto"):
         return self.write("config-%d.yaml" % len(os.listdir(self.tmp)),
