@@ -88,6 +88,24 @@ def main():
         totals.append("%s: %.0f operators, %.0f us self time per step" % (
             side, sum(c for c, _ in table.values()), sum(u for _, u in table.values())))
     print("\n" + "; ".join(totals))
+    if args.baseline:
+        print(shared_summary(per_step["megabatch"], per_step["baseline"]))
+
+
+def shared_summary(mine, theirs):
+    """How much of each side's step is the same work: the operators both sides call equally
+    often (within 10% or half a call per step), as a share of each side's self time. Where that
+    share is high, the two sides run the same kernels and megabatch can only win on the rest."""
+    def same(name):
+        a, b = mine.get(name, (0, 0))[0], theirs.get(name, (0, 0))[0]
+        return a > 0 and b > 0 and abs(a - b) <= max(0.5, 0.1 * max(a, b))
+    shared = [n for n in set(mine) | set(theirs) if same(n)]
+    share = []
+    for table in (mine, theirs):
+        total = sum(u for _, u in table.values())
+        share.append(100.0 * sum(table[n][1] for n in shared) / total if total else 0.0)
+    return ("operators called equally often on both sides (%d names): %.0f%% of megabatch's self time, "
+            "%.0f%% of the baseline's" % (len(shared), share[0], share[1]))
 
 
 if __name__ == "__main__":
