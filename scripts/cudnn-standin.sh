@@ -6,7 +6,9 @@
 #   - its name and version satisfy the cuDNN dependency that `apt-cache depends` reports for
 #     libtorch-cuda (read here, not assumed), and it says "stand-in" in its description;
 #   - it holds a libcudnn.so.9 with every cuDNN function that libtorch_cuda imports (read from
-#     libtorch_cuda.so's dynamic symbols), each returning CUDNN_STATUS_NOT_INITIALIZED, so the
+#     libtorch_cuda.so's dynamic symbols), and those that python3-torch-cuda's libtorch_python
+#     imports (cudnnGetProperty and a few more; that package is the torch2 tests' reference in
+#     the CUDA root), each returning CUDNN_STATUS_NOT_INITIALIZED, so the
 #     dynamic linker loads megabatch and LibTorch. It cannot run a cuDNN kernel; a machine without
 #     a GPU never calls one (megabatch's models use no convolutions; LibTorch asks cuDNN only for
 #     CUDA tensors).
@@ -45,9 +47,12 @@ in_root bash -c 'set -e; apt-get update -qq
   apt-cache show "$lib" | sed -n "s/^Depends: //p" | head -n1 | tr "," "\n" | sed "s/^ *//" |
     grep -i cudnn >/var/cache/megabatch/cudnn-deps || true
   cd /var/cache/megabatch && rm -f ./libtorch-cuda*.deb
-  # apt keeps what it installed in its archive: a root being brought up to date reuses that.
-  cached=$(ls /var/cache/apt/archives/"$lib"_*.deb 2>/dev/null | head -n1)
-  if [ -n "$cached" ]; then cp "$cached" .; else apt-get download -qq "$lib" 2>/dev/null; fi'
+  rm -f ./python3-torch-cuda*.deb
+  for pkg in "$lib" python3-torch-cuda; do
+    # apt keeps what it installed in its archive: a root being brought up to date reuses that.
+    cached=$(ls /var/cache/apt/archives/"$pkg"_*.deb 2>/dev/null | head -n1)
+    if [ -n "$cached" ]; then cp "$cached" .; else apt-get download -qq "$pkg" 2>/dev/null; fi
+  done'
 lib=$(cat "$work/torch-lib")
 [[ -s $work/cudnn-deps ]] || die "$lib does not depend on cuDNN: the stand-in is not needed (drop it)"
 echo "cudnn-standin.sh: $lib depends on: $(paste -sd';' "$work/cudnn-deps")"
@@ -60,13 +65,17 @@ version=9.99.0
 if [[ $dep =~ \(\>=\ *([^\)]+)\) || $dep =~ \(=\ *([^\)]+)\) ]]; then version=${BASH_REMATCH[1]}; fi
 version+="+megabatch.standin"
 
-# 2. The cuDNN functions libtorch_cuda imports.
+# 2. The cuDNN functions libtorch_cuda (and python3-torch-cuda's libraries) import.
 rm -rf "$work/x" "$work/pkg"
 mkdir -p "$work/x"
-dpkg-deb -x "$(ls "$work"/libtorch-cuda*.deb | head -n1)" "$work/x"
+for deb in "$work"/libtorch-cuda*.deb "$work"/python3-torch-cuda*.deb; do
+  [[ -f $deb ]] && dpkg-deb -x "$deb" "$work/x"
+done
 so=$(find "$work/x" -name 'libtorch_cuda.so*' -type f | head -n1)
 [[ -n $so ]] || die "no libtorch_cuda.so in $lib"
-mapfile -t symbols < <(nm -D --undefined-only "$so" | awk '{print $2}' | grep '^cudnn' | sed 's/@.*//' | sort -u)
+mapfile -t importers < <(find "$work/x" -name '*.so*' -type f)
+mapfile -t symbols < <(for f in "${importers[@]}"; do nm -D --undefined-only "$f" 2>/dev/null; done |
+  awk '{print $2}' | grep '^cudnn' | sed 's/@.*//' | sort -u)
 # The imports are versioned (cudnnCreate@libcudnn.so.9): the stub defines that version node.
 node=$(nm -D --undefined-only "$so" | awk '{print $2}' | grep -m1 '^cudnn.*@' | sed 's/^[^@]*@*//' || true)
 ((${#symbols[@]} > 0)) || die "libtorch_cuda.so imports no cudnn* symbol: check what $lib needs"
@@ -117,6 +126,6 @@ Description: cuDNN stand-in for building and testing megabatch without a GPU (NO
  NVIDIA's cuDNN (apt install nvidia-cudnn) on a machine with a GPU.
 EOF
 dpkg-deb --root-owner-group -Zxz --build "$work/pkg" "$work/cudnn-standin.deb" >/dev/null
-rm -rf "$work/x" "$work/pkg" "$work"/libtorch-cuda*.deb
+rm -rf "$work/x" "$work/pkg" "$work"/libtorch-cuda*.deb "$work"/python3-torch-cuda*.deb
 in_root bash -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --reinstall --allow-downgrades /var/cache/megabatch/cudnn-standin.deb >/dev/null'
 echo "cudnn-standin.sh: installed $name $version (a stand-in, not cuDNN) into $root"

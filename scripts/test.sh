@@ -5,19 +5,19 @@
 #     under AddressSanitizer + UndefinedBehaviorSanitizer and the bounded libFuzzer runs, from a
 #     second build with clang in build-asan (CTest entries sanitize.unit and sanitize.fuzz;
 #     MEGABATCH_SANITIZE_TESTS=0 leaves that stage out).
-#  2. The LibTorch 2.6 stage: the same sources built inside a Debian 13 root against its
-#     LibTorch 2.6 (scripts/trixie-root.sh, scripts/build-torch2.sh, build-torch2/), and the tests
-#     labelled torch2 run there against python3-torch 2.6 (tests/Torch2.cmake: every unit test,
-#     the parity tests, a 2-rank SIGTERM -> resume, the checkpoint round trip).
-#     MEGABATCH_TORCH2_TESTS=0 leaves it out (it needs root and the Debian mirror).
-#  3. The CUDA build stage (issue 26): the full CUDA build (every *Cuda.cpp, NCCL, NVML, the GPU
-#     test binary) inside a Debian 13 root with Debian's CUDA LibTorch 2.6, CUDA 12.4 and NCCL
-#     2.22 (scripts/trixie-root.sh with MEGABATCH_TRIXIE_FLAVOUR=cuda, scripts/build-cuda.sh,
-#     build-cuda/; 0 compiler/linker warnings allowed), and the tests labelled cuda-build run
-#     with it on this machine without a GPU (tests/CudaBuild.cmake says which and why).
-#     Off by default until the merged sources have passed it here once (the branch passed it
-#     alone: docs/logs/cuda-build-suite.log): MEGABATCH_CUDA_TESTS=1 turns it on (root, the
-#     Debian mirror, ~2.7 GB of packages, an 11 GB root).
+#  2. The LibTorch 2.6 stage, in a Debian 13 root (scripts/trixie-root.sh). By default the root
+#     holds Debian's CUDA LibTorch 2.6 with CUDA 12.4, NCCL 2.22, NVML and python3-torch-cuda
+#     (MEGABATCH_TORCH2_FLAVOUR=cuda, issue 26): scripts/build-cuda.sh compiles the full CUDA build
+#     (every *Cuda.cpp, the NCCL backend, NVML, CUDA graphs, the GPU test binary) into
+#     build-cuda/ with 0 compiler/linker warnings allowed, and the tests labelled torch2 (every
+#     unit test, the parity tests against PyTorch 2.6, a 2-rank SIGTERM -> resume, the checkpoint
+#     round trip, fp16 against torch.amp.GradScaler: tests/Torch2.cmake) and cuda-build (what a
+#     CUDA binary does without a GPU: tests/CudaBuild.cmake) run with that binary on this
+#     machine, which has no GPU. ~2.8 GB of packages, an 11 GB root.
+#     MEGABATCH_TORCH2_FLAVOUR=cpu builds against the CPU LibTorch 2.6 instead
+#     (scripts/build-torch2.sh, build-torch2/, label torch2 only).
+#     MEGABATCH_TORCH2_TESTS=0 leaves the stage out (it needs root and the Debian mirror).
+#  3. (was the separate CUDA build stage: now part of stage 2.)
 #  4. The CPU container image (scripts/image.sh cpu: podman, a debootstrap base; its test stage
 #     trains the demo with megabatch-launch -n 2 inside the image). Off by default until it has
 #     passed once (docs/containers.md): MEGABATCH_IMAGE_TESTS=1 turns it on;
@@ -65,18 +65,24 @@ if [[ ${MEGABATCH_SANITIZE_TESTS:-1} == 1 ]]; then
   stage_done "sanitizer build"
 fi
 torch2=${MEGABATCH_TORCH2_TESTS:-1}
+torch2_flavour=${MEGABATCH_TORCH2_FLAVOUR:-cuda}
+case $torch2_flavour in
+  cuda) torch2_dir=build-cuda torch2_labels='torch2|cuda-build'
+    torch2_name="LibTorch 2.6 with CUDA, no GPU (Debian 13 CUDA root, build-cuda/, labels torch2 and cuda-build)" ;;
+  cpu) torch2_dir=build-torch2 torch2_labels=torch2
+    torch2_name="LibTorch 2.6 (Debian 13 root, build-torch2/, label torch2)" ;;
+  *) echo "test.sh: MEGABATCH_TORCH2_FLAVOUR=$torch2_flavour: use cuda (default) or cpu" >&2; exit 2 ;;
+esac
 if [[ $torch2 == 1 ]]; then
-  bash scripts/trixie-root.sh setup
-  stage_done "Debian 13 root"
-  bash scripts/build-torch2.sh build-torch2
-  stage_done "LibTorch 2.6 build"
-fi
-cuda=${MEGABATCH_CUDA_TESTS:-0}  # off until passed with the merged sources (header)
-if [[ $cuda == 1 ]]; then
-  MEGABATCH_TRIXIE_FLAVOUR=cuda bash scripts/trixie-root.sh setup
-  stage_done "Debian 13 CUDA root"
-  bash scripts/build-cuda.sh build-cuda
-  stage_done "CUDA build"
+  MEGABATCH_TRIXIE_FLAVOUR=$torch2_flavour bash scripts/trixie-root.sh setup
+  stage_done "Debian 13 root ($torch2_flavour)"
+  if [[ $torch2_flavour == cuda ]]; then
+    bash scripts/build-cuda.sh build-cuda
+    stage_done "LibTorch 2.6 CUDA build"
+  else
+    bash scripts/build-torch2.sh build-torch2
+    stage_done "LibTorch 2.6 build"
+  fi
 fi
 bash scripts/build.sh build "-DMEGABATCH_SANITIZER_BUILD_DIR=$sanitizer_dir"
 stage_done "main build"
@@ -87,16 +93,10 @@ run_suite "main (LibTorch 1.13, build/)" build/ctest.log \
   ctest --test-dir build --output-on-failure --timeout 900 -j "$jobs" "$@" || status=$?
 stage_done "main suite"
 if [[ $torch2 == 1 ]]; then
-  run_suite "LibTorch 2.6 (Debian 13 root, build-torch2/, label torch2)" build-torch2/ctest.log \
-    bash scripts/trixie-root.sh run ctest --test-dir build-torch2 -L torch2 --no-tests=error --output-on-failure \
-    --timeout 900 -j "$jobs" "$@" || status=$?
-  stage_done "LibTorch 2.6 suite"
-fi
-if [[ $cuda == 1 ]]; then
-  run_suite "CUDA build without a GPU (Debian 13 CUDA root, build-cuda/, label cuda-build)" build-cuda/ctest.log \
-    env MEGABATCH_TRIXIE_FLAVOUR=cuda bash scripts/trixie-root.sh run ctest --test-dir build-cuda -L cuda-build \
-    --no-tests=error --output-on-failure --timeout 900 -j "$jobs" "$@" || status=$?
-  stage_done "CUDA build suite"
+  run_suite "$torch2_name" "$torch2_dir/ctest.log" \
+    env MEGABATCH_TRIXIE_FLAVOUR="$torch2_flavour" bash scripts/trixie-root.sh run ctest --test-dir "$torch2_dir" \
+    -L "$torch2_labels" --no-tests=error --output-on-failure --timeout 900 -j "$jobs" "$@" || status=$?
+  stage_done "LibTorch 2.6 suite ($torch2_flavour)"
 fi
 if [[ ${MEGABATCH_IMAGE_TESTS:-0} == 1 ]]; then  # off until it has passed once (docs/containers.md)
   echo "test.sh: the CPU image (scripts/image.sh cpu)"

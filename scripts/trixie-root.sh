@@ -45,6 +45,8 @@ if [[ $flavour == cuda ]]; then
     libnvidia-ml-dev                      # nvml.h (megabatch dlopens libnvidia-ml at run time)
     libopenblas0-openmp
     python3 python3-h5py python3-numpy    # the demo data and the gpuless tests
+    python3-torch-cuda                    # PyTorch 2.6 (CUDA build, runs on the CPU): the
+                                          # reference of the tests labelled torch2 (~40 MB more)
     libopenmpi-dev openmpi-bin libhdf5-openmpi-dev
     libyaml-cpp-dev libspdlog-dev libfmt-dev libgtest-dev
     cmake ninja-build g++ pkg-config ccache procps

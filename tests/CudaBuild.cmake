@@ -1,5 +1,5 @@
-# The CUDA build stage (issue 26), label cuda-build. scripts/test.sh builds this tree a third time
-# inside a Debian 13 root with Debian's CUDA LibTorch 2.6 (CUDA 12.4), CUDA toolkit, NCCL 2.22 and
+# The CUDA build stage (issue 26), label cuda-build. scripts/test.sh builds this tree a second time
+# (its LibTorch 2.6 stage) inside a Debian 13 root with Debian's CUDA LibTorch 2.6 (CUDA 12.4), CUDA toolkit, NCCL 2.22 and
 # NVML headers (scripts/build-cuda.sh into build-cuda/, MEGABATCH_CUDA=ON: every *Cuda.cpp, the
 # NCCL backend, NVML, the GPU-only test binary) and runs the tests labelled cuda-build there, on a
 # machine with no GPU. Why this subset and not the whole CPU suite:
@@ -11,17 +11,19 @@
 #   - the CLI test and three training runs through the CLI (2-rank SIGTERM -> resume, an elastic
 #     resume, train.cuda_graphs): a CUDA binary on the CPU trains and resumes bit for bit;
 #   - py.cuda.gpuless: what a CUDA binary must do without a GPU (tests/cuda/test_gpuless.py).
-# Left out: the PyTorch parity, TorchScript and fp16 tests (they need PyTorch in the root, and the
-# CUDA PyTorch would add another 2 GB; the LibTorch 2.6 stage runs them with the same 2.6 code),
-# the sanitizer, SLURM and launcher stages (host tools, not the binary's build), and the gpu-labelled
-# tests, which need a GPU: py.cuda.gpuless checks that they fail here rather than pass.
-# The target megabatch_cuda_build builds exactly the binaries those tests run.
+# The same stage also runs the tests labelled torch2 (tests/Torch2.cmake: the PyTorch parity,
+# TorchScript and fp16 tests) in this build, against python3-torch-cuda 2.6 of the same root on
+# the CPU, so CI builds one LibTorch 2.6 tree, not two (scripts/test.sh, stage 2).
+# Left out: the sanitizer, SLURM and launcher stages (host tools, not the binary's build), and the
+# gpu-labelled tests, which need a GPU: py.cuda.gpuless checks that they fail here rather than pass.
+# The target megabatch_cuda_build builds exactly the binaries those tests and the torch2 ones run.
 set(MB_CUDA_BUILD_TESTS
   mpi.smoke.np2 mpi.ddp.np2 mpi.collectives.np2 mpi.loss_scaler.np2 py.cli
   py.train.sigterm_to_every_rank_checkpoints_and_resumes
   py.train.elastic_resume_matches_uninterrupted_run
   py.train.cuda_graphs_setting_is_not_silently_ignored)
-set(MB_CUDA_BUILD_TARGETS megabatch megabatch_unit_tests megabatch_mpi_tests megabatch_optimizer_reference)
+set(MB_CUDA_BUILD_TARGETS megabatch megabatch_unit_tests megabatch_mpi_tests megabatch_optimizer_reference
+    megabatch_model_parity)
 
 if(MEGABATCH_WITH_CUDA)
   list(APPEND MB_CUDA_BUILD_TARGETS megabatch_gpu_tests)
