@@ -1,7 +1,10 @@
 # The LibTorch 2.x stage (issue 16). scripts/test.sh builds this tree a second time inside a
-# Debian 13 root against its LibTorch 2.6 (scripts/build-torch2.sh into build-torch2/) and runs
-# the tests labelled torch2 there, with /usr/bin/python3 of that root (python3-torch 2.6) as the
-# reference. The label marks:
+# Debian 13 root against its LibTorch 2.6 and runs the tests labelled torch2 there, with
+# /usr/bin/python3 of that root as the reference: by default the CUDA root (Debian's CUDA
+# LibTorch 2.6 and python3-torch-cuda, on a machine without a GPU: scripts/build-cuda.sh into
+# build-cuda/, with the cuda-build label of tests/CudaBuild.cmake); with
+# MEGABATCH_TORCH2_FLAVOUR=cpu the CPU root (python3-torch 2.6, scripts/build-torch2.sh into
+# build-torch2/). The label marks:
 #   - every unit test (unit.Checkpoint holds the checkpoint round trip, unit.Gpt/unit.Lstm the
 #     BF16 autocast path whose API moved in 2.4),
 #   - the PyTorch parity tests of the models and the optimizers,
