@@ -152,5 +152,34 @@ class LaunchTest(mbtest.TempDirTestCase):
         self.assertEqual(train_steps(run), list(range(1, steps + 1)))
 
 
+class ContainerLauncherTest(mbtest.TempDirTestCase):
+    """launch/container/megabatch-launch's Vertex AI mapping (the image's test stage runs it for
+    real, docker/test-image.sh): AIP_CHECKPOINT_DIR=gs://B/P becomes run.dir=/gcs/B/P. A new job's
+    prefix does not exist yet under the bucket's mount, so only the bucket must be mounted; the
+    folders are made. MEGABATCH_BIN=/bin/echo prints what megabatch would be given."""
+
+    def launch(self, uri, *args):
+        env = {"AIP_CHECKPOINT_DIR": uri, "MEGABATCH_GCS_ROOT": self.path("gcs"), "MEGABATCH_BIN": "/bin/echo"}
+        return script(os.path.join("container", "megabatch-launch"), ["-n", "1", "train"] + list(args), env=env)
+
+    def test_checkpoint_prefix_of_a_new_job_is_made_under_the_mounted_bucket(self):
+        os.makedirs(self.path("gcs", "bucket"))
+        run_dir = self.path("gcs", "bucket", "job-1", "checkpoints")
+        r = self.launch("gs://bucket/job-1/checkpoints/", "--config", DEMO)
+        self.assertExit(r, 0, "-> run.dir=" + run_dir, "train --config %s run.dir=%s" % (DEMO, run_dir))
+        self.assertTrue(os.path.isdir(run_dir), r.output)
+
+    def test_unmounted_bucket_names_the_mount(self):
+        r = self.launch("gs://no-such-bucket/job-1/checkpoints", "--config", DEMO)
+        self.assertExit(r, 2, "bucket no-such-bucket, which is not mounted at " + self.path("gcs", "no-such-bucket"),
+                        "MEGABATCH_GCS_ROOT")
+
+    def test_run_dir_given_wins(self):
+        os.makedirs(self.path("gcs", "bucket"))
+        r = self.launch("gs://bucket/job-1/checkpoints", "run.dir=" + self.path("mine"))
+        self.assertExit(r, 0, "train run.dir=" + self.path("mine"))
+        self.assertNotIn("-> run.dir", r.output)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
