@@ -82,7 +82,7 @@ if [[ $want_cuda == 1 ]]; then
       "(MEGABATCH_CUDNN=standin where that server cannot be reached)" ;;
     standin)
       if ! dpkg-query -W -f='${Status}' nvidia-cudnn 2>/dev/null | grep -q "install ok installed"; then
-        $SUDO apt-get install -y -qq --no-install-recommends gcc binutils dpkg-dev >/dev/null
+        $SUDO apt-get install -y -qq --no-install-recommends gcc libc6-dev binutils dpkg-dev >/dev/null
         $SUDO bash "$(dirname "$0")/cudnn-standin.sh" /
       fi ;;
     *) echo "setup.sh: MEGABATCH_CUDNN=${MEGABATCH_CUDNN}: use nvidia or standin" >&2; exit 2 ;;
