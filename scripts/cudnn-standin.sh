@@ -46,8 +46,7 @@ in_root bash -c 'set -e; apt-get update -qq
   echo "$lib" >/var/cache/megabatch/torch-lib
   apt-cache show "$lib" | sed -n "s/^Depends: //p" | head -n1 | tr "," "\n" | sed "s/^ *//" |
     grep -i cudnn >/var/cache/megabatch/cudnn-deps || true
-  cd /var/cache/megabatch && rm -f ./libtorch-cuda*.deb
-  rm -f ./python3-torch-cuda*.deb
+  cd /var/cache/megabatch && rm -f ./libtorch-cuda*.deb ./python3-torch-cuda*.deb
   for pkg in "$lib" python3-torch-cuda; do
     # apt keeps what it installed in its archive: a root being brought up to date reuses that.
     cached=$(ls /var/cache/apt/archives/"$pkg"_*.deb 2>/dev/null | head -n1)

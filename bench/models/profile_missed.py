@@ -56,13 +56,13 @@ def profile_gat(binary, tmp, out):
     args = argparse.Namespace(binary=binary, window=20, hidden=32, heads=4, gat_layers=2, k=10, lookback=60,
                               min_periods=20, batch=4, threads=1, device="cpu", log_every=16, steps=10,
                               warmup=3)
-    config = os.path.join(tmp, "panel.yaml")
-    with open(config, "w") as f:
-        f.write(gat.CONFIG.format(run_dir=os.path.join(tmp, "gat"), data=data, window=20, hidden=32, heads=4,
-                                  gat_layers=2, k=10, lookback=60, min_periods=20, batch=4, threads=1,
-                                  device="cpu", log_every=16, residency="host"))
-    # 76 steps per epoch: steps 80..84 are in epoch 2, every graph cached.
-    run_megabatch([binary, "train", "--config", config], os.path.join(out, "gat-megabatch.json"), "80:84")
+    # The bench's own megabatch run; 76 steps per epoch, so steps 80..84 are in epoch 2, every
+    # graph cached.
+    os.environ.update(MEGABATCH_PROFILE=os.path.join(out, "gat-megabatch.json"), MEGABATCH_PROFILE_STEPS="80:84")
+    try:
+        gat.megabatch(args, data, tmp, 0)
+    finally:
+        del os.environ["MEGABATCH_PROFILE"], os.environ["MEGABATCH_PROFILE_STEPS"]
     dates = list(range(59, 59 + int((330 - 59) * 0.96)))
     with_trace(os.path.join(out, "gat-pytorch.json"),
                lambda: gat.baseline(args, data, dates, cached=True, device=torch.device("cpu")))
