@@ -18,6 +18,7 @@
 # (seen in CI) or "no space left on device". So image_copy_tmp_dir and TMPDIR point into
 # .images/tmp, on the storage's filesystem; free space is checked before the build, and df of
 # both folders is printed at the start and on failure.
+# MEGABATCH_IMAGE_CCACHE: the compiler cache (below); MEGABATCH_IMAGE_DEBS: downloaded packages.
 # MEGABATCH_IMAGE_JOBS: compile jobs in the build stage (default: nproc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -90,7 +91,8 @@ if ! podman image exists "$base"; then
   echo "image.sh: base image made in $((SECONDS - start)) s"
 fi
 
-build_args=(--build-arg FLAVOUR="$flavour" --build-arg BASE="$base")
+# SRC: the build stage compiles at the checkout's own path (see the Dockerfile's header).
+build_args=(--build-arg FLAVOUR="$flavour" --build-arg BASE="$base" --build-arg SRC="$repo")
 [[ $flavour == cuda ]] && build_args+=(--build-arg CUDNN="${MEGABATCH_CUDNN:-standin}")
 [[ -n ${MEGABATCH_IMAGE_JOBS:-} ]] && build_args+=(--build-arg MEGABATCH_BUILD_JOBS="$MEGABATCH_IMAGE_JOBS")
 # The compiler cache of the build stage: MEGABATCH_IMAGE_CCACHE, else the host's (the CPU image
@@ -99,14 +101,27 @@ build_args=(--build-arg FLAVOUR="$flavour" --build-arg BASE="$base")
 ccache_dir=${MEGABATCH_IMAGE_CCACHE:-}
 if [[ -z $ccache_dir ]]; then
   ccache_dir=$images/ccache
-  host_cache=${CCACHE_DIR:-$HOME/.cache/ccache}
+  host_cache=$(ccache -k cache_dir 2>/dev/null) || host_cache=${CCACHE_DIR:-$HOME/.cache/ccache}
   [[ $flavour == cpu && -d $host_cache ]] && ccache_dir=$host_cache
 fi
 mkdir -p "$ccache_dir"
 echo "image.sh: compiler cache $ccache_dir"
+# Packages already downloaded (docker/host-debs.sh): MEGABATCH_IMAGE_DEBS (a folder, or `none`),
+# else for the CPU image on a Debian 12 host the host's apt archive, which scripts/setup.sh
+# filled with the same bookworm packages. The CUDA image downloads its own.
+debs_dir=${MEGABATCH_IMAGE_DEBS:-}
+if [[ -z $debs_dir && $flavour == cpu ]] && grep -qs '^VERSION_CODENAME=bookworm$' /etc/os-release; then
+  debs_dir=/var/cache/apt/archives
+fi
+[[ $debs_dir == none ]] && debs_dir=""
+volumes=(-v "$ccache_dir:/root/.cache/ccache")
+if [[ -n $debs_dir ]]; then
+  [[ -d $debs_dir ]] || die "MEGABATCH_IMAGE_DEBS=$debs_dir is not a folder" "name a folder of .deb files, or none"
+  volumes+=(-v "$debs_dir:/mnt/host-debs:ro")
+  echo "image.sh: packages from $debs_dir ($(find "$debs_dir" -maxdepth 1 -name '*.deb' | wc -l) .deb files) before downloading"
+fi
 build() {  # build TARGET TAG
-  podman build --isolation chroot --layers --pull=never "${build_args[@]}" \
-    -v "$ccache_dir:/root/.cache/ccache" \
+  podman build --isolation chroot --layers --pull=never "${build_args[@]}" "${volumes[@]}" \
     -f docker/Dockerfile --target "$1" -t "$2" . || {
     show_space "after the failure"
     die "podman build of the $flavour image (target $1) failed (output above)" \

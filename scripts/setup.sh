@@ -51,6 +51,7 @@ if [[ $want_tests == 1 ]]; then
     clang libclang-rt-14-dev llvm    # libFuzzer and sanitizers; llvm-symbolizer for their stacks
     clang-format                     # the style test (.clang-format)
     iproute2 procps util-linux       # network namespaces, process checks, tmpfs mounts
+    ccache podman debootstrap        # the CPU image stage: its build reuses the main build's objects
   )
 fi
 
