@@ -88,7 +88,9 @@ if [[ $torch2 == 1 ]]; then
 fi
 # Through ccache: the CPU image's build stage (stage 3) compiles the same sources with the same
 # commands at the same path (docker/Dockerfile, SRC), so it takes its objects from this cache.
-export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+# Both set CCACHE_BASEDIR to the checkout: ccache hashes paths under it as relative ones, so the
+# two must agree (without it here, the image's build hit 0 of 103).
+export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime CCACHE_BASEDIR=$PWD
 CCACHE_STATSLOG=$PWD/build/ccache-stats.log
 rm -f "$CCACHE_STATSLOG"
 CCACHE_STATSLOG=$CCACHE_STATSLOG bash scripts/build.sh build "-DMEGABATCH_SANITIZER_BUILD_DIR=$sanitizer_dir" \
