@@ -21,7 +21,7 @@
 #     makes the demo data and trains the demo with megabatch-launch -n 2 inside the image). It
 #     reuses what the stages before it downloaded and compiled: the host's apt archive (the same
 #     Debian 12 packages) and the main build's compiler cache, so it costs the package layer's
-#     install, a link and the test stage (docs/containers.md, "The CI budget").
+#     install, a link and the test stage (docs/containers.md, "The CPU image in CI").
 #     MEGABATCH_IMAGE_TESTS=0 leaves it out. MEGABATCH_CUDA_IMAGE=1 also builds the CUDA image
 #     (37 min here).
 # Every stage prints how long it took.
