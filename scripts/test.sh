@@ -87,18 +87,14 @@ if [[ $torch2 == 1 ]]; then
   fi
 fi
 # Through ccache: the CPU image's build stage (stage 3) compiles the same sources with the same
-# commands at the same path (docker/Dockerfile, SRC), so it takes its objects from this cache.
-# ccache's key covers what differs between the two unless pinned: CCACHE_BASEDIR (paths under it
-# are hashed as relative ones; without it here the image's build hit 0 of 103) and the locale
-# variables LANG, LC_ALL, LC_CTYPE, LC_MESSAGES (compiler messages depend on them; a host's
-# LANG=C.UTF-8 against the image's unset LANG also gave 0 hits). Both compile with LANG=C.UTF-8
-# and no LC_*.
-export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime CCACHE_BASEDIR=$PWD
-CCACHE_STATSLOG=$PWD/build/ccache-stats.log
+# commands at the same path (docker/Dockerfile, SRC) and the same ccache settings
+# (scripts/ccache-env.sh), so it takes its objects from this cache.
+export CCACHE_STATSLOG=$PWD/build/ccache-stats.log
 rm -f "$CCACHE_STATSLOG"
-env -u LC_ALL -u LC_CTYPE -u LC_MESSAGES LANG=C.UTF-8 CCACHE_STATSLOG="$CCACHE_STATSLOG" \
-  bash scripts/build.sh build "-DMEGABATCH_SANITIZER_BUILD_DIR=$sanitizer_dir" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
-echo "test.sh: compiler cache, main build: $(CCACHE_STATSLOG=$CCACHE_STATSLOG ccache --show-log-stats | grep -E '^ *(Hits|Misses):' | tr -s ' ' | paste -sd ';')"
+(. scripts/ccache-env.sh
+  bash scripts/build.sh build "-DMEGABATCH_SANITIZER_BUILD_DIR=$sanitizer_dir" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+echo "test.sh: compiler cache, main build: $(ccache --show-log-stats | grep -E '^ *(Hits|Misses):' | tr -s ' ' | paste -sd ';')"
+unset CCACHE_STATSLOG
 stage_done "main build"
 
 status=0
