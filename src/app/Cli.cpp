@@ -41,6 +41,10 @@ const char* kTorchScriptNote =
     "model.path (not arbitrary Python, but code): train, eval, predict and export only archives\n"
     "you trust. Checkpoints hold tensors only (no pickles, no code).";
 
+// eval and predict: Note [Precision of a new run] in train/Precision.h.
+constexpr const char* kPrecisionHelp =
+    "fp32, bf16, fp16 or auto (default: fp32 on the CPU, the training precision on a GPU)";
+
 const std::vector<CommandSpec>& commands() {
   static const std::vector<CommandSpec> table{
       {"train",
@@ -54,24 +58,27 @@ const std::vector<CommandSpec>& commands() {
        kTorchScriptNote},
       {"eval",
        "megabatch eval --checkpoint CKPT [--data FILE] [--split val|test] [--batch N] "
-       "[--max-samples N] [--out FILE.json]",
+       "[--max-samples N] [--precision P] [--out FILE.json]",
        "loss and metrics of a checkpoint on the val or test split",
        {{"checkpoint", true, "checkpoint file or run directory"},
         {"data", true, "data file (default: the one the run trained on)"},
         {"split", true, "val or test (default val)"},
         {"batch", true, "samples per forward pass per rank (default: at least 256 on the CPU)"},
         {"max-samples", true, "evaluate at most this many samples per rank (default: all)"},
+        {"precision", true, kPrecisionHelp},
         {"out", true, "also write the metrics as JSON here"}},
        true,
        runEval,
        kTorchScriptNote},
       {"predict",
-       "megabatch predict --checkpoint CKPT --data FILE --out FILE.h5 [--split all|train|val|test]",
+       "megabatch predict --checkpoint CKPT --data FILE --out FILE.h5 [--split all|train|val|test] "
+       "[--precision P]",
        "write predictions to HDF5, aligned with the sample timestamps",
        {{"checkpoint", true, "checkpoint file or run directory"},
         {"data", true, "data file"},
         {"out", true, "output HDF5 file"},
-        {"split", true, "all (default), train, val, or test"}},
+        {"split", true, "all (default), train, val, or test"},
+        {"precision", true, kPrecisionHelp}},
        true,
        runPredict,
        kTorchScriptNote},
@@ -88,7 +95,8 @@ const std::vector<CommandSpec>& commands() {
         {"top-k", true, "sample among the k most likely tokens (0 = all)"},
         {"seed", true, "sampling seed"},
         {"stop", true, "stop at this text (default: newline)"},
-        {"no-kv-cache", false, "recompute the whole context every token (for checks)"}},
+        {"no-kv-cache", false, "recompute the whole context every token (for checks)"},
+        {"precision", true, "fp32 (default), bf16 or fp16: sampling runs on the CPU"}},
        false,
        runSample},
       {"data",

@@ -29,6 +29,7 @@
 #include "model/Model.h"
 #include "model/ModelRegistry.h"
 #include "train/CheckpointModel.h"
+#include "train/Precision.h"
 
 namespace mb::app {
 namespace {
@@ -46,8 +47,10 @@ struct Predictions {
 };
 
 void predictSplit(model::Model& model, data::ShardedData& data, data::Split split,
-                  std::int64_t batchSize, Predictions& out, WorkProgress& progress) {
+                  std::int64_t batchSize, DType precision, Predictions& out,
+                  WorkProgress& progress) {
   at::NoGradGuard noGrad;
+  train::AutocastScope autocast(c10::DeviceType::CPU, precision);
   const std::int64_t count = data.evalCount(split);
   for (std::int64_t begin = 0; begin < count; begin += batchSize) {
     const std::int64_t end = std::min(count, begin + batchSize);
@@ -133,6 +136,10 @@ int runPredict(const ParsedArgs& args, dist::Runtime& runtime) {
   dist::SingleCommunicator self;
   std::unique_ptr<data::ShardedData> data =
       data::ShardedData::load(config, self, c10::Device(c10::kCPU));
+  // Note [Precision of a new run]: prediction runs on the CPU.
+  const train::PrecisionChoice precision = train::inferencePrecision(
+      args.get("precision"), config.train.precision, c10::Device(c10::kCPU));
+  log::get("app").info("predict precision: {}", precision.reason);
   Predictions predictions;
   const std::int64_t batchSize = config.train.microBatch > 0 ? config.train.microBatch : 512;
   WorkProgress::Options shown;
@@ -143,7 +150,7 @@ int runPredict(const ParsedArgs& args, dist::Runtime& runtime) {
                                 splitName, config.data.path, batchSize);
   WorkProgress progress(shown);
   for (data::Split split : splits)
-    predictSplit(*run.model, *data, split, batchSize, predictions, progress);
+    predictSplit(*run.model, *data, split, batchSize, precision.dtype, predictions, progress);
   progress.finish();
   writePredictions(args.get("out"), run, config, splitName, data->info().sampleIdDataset,
                    predictions);

@@ -12,12 +12,14 @@
 
 #include "app/Cli.h"
 #include "common/Error.h"
+#include "common/Log.h"
 #include "common/WorkProgress.h"
 #include "dist/Runtime.h"
 #include "model/Generate.h"
 #include "model/Model.h"
 #include "model/ModelRegistry.h"
 #include "train/CheckpointModel.h"
+#include "train/Precision.h"
 
 namespace mb::app {
 
@@ -53,6 +55,12 @@ int runSample(const ParsedArgs& args, dist::Runtime& runtime) {
   if (options.maxNewTokens < 1) throw ConfigError("--max-new-tokens must be >= 1");
   if (options.temperature < 0) throw ConfigError("--temperature must be >= 0 (0 = greedy)");
   if (options.topK < 0) throw ConfigError("--top-k must be >= 0 (0 = all tokens)");
+  // Note [Precision of a new run]: sampling runs on the CPU, in fp32 unless asked.
+  const train::PrecisionChoice precision = train::inferencePrecision(
+      args.get("precision"), run.config.train.precision, c10::Device(c10::kCPU));
+  if (precision.dtype != DType::kFp32 || run.config.train.precision != Precision::kFp32)
+    log::get("app").info("sample precision: {}", precision.reason);
+  train::AutocastScope autocast(c10::DeviceType::CPU, precision.dtype);
   if (prompts.empty()) {
     model::Generation generation = model::generateText(*run.model, args.get("prompt"), options);
     std::printf("%s%s", args.get("prompt").c_str(), generation.text.c_str());

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 
 namespace mb {
@@ -36,6 +37,15 @@ class WorkProgress {
     // estimateOverSeconds, one line says how long, followed by hint(rate) (e.g. how to bound it).
     double estimateOverSeconds = 60;
     std::function<std::string(double rate)> hint;
+    // Nothing is shown for work that ends within quietSeconds (0: the start line comes at once).
+    double quietSeconds = kQuietSeconds;
+    // Log mode: when the first item has not finished after this long, a line says that it is
+    // still running (0: never). Time drives it, not update(): a slow first batch is not silent.
+    double firstItemSeconds = 10;
+    std::string firstItem = "batch";  // what that line calls the first piece of work
+    // Log mode: the start line ends with the progress so far ("... : 30% (12/40 micro-batches)
+    // | ..."), for work whose start line comes late (a training step that runs long).
+    bool startLineShowsProgress = false;
   };
 
   explicit WorkProgress(Options options);
@@ -45,11 +55,11 @@ class WorkProgress {
 
   // `done` so far (of options.total): redraws the bar or writes the lines that are due.
   void update(std::int64_t done);
-  void advance(std::int64_t amount) { update(done_ + amount); }
+  void advance(std::int64_t amount);
   // Erases the bar (putting back the status line it covered) or writes the done line.
   void finish();
 
-  std::int64_t done() const { return done_; }
+  std::int64_t done() const;
 
   // Seconds of the progress clock: the steady clock times MEGABATCH_PROGRESS_CLOCK_SCALE (a test
   // hook: 20 makes 30 s of progress pass in 1.5 s; 1 when unset).
@@ -57,15 +67,26 @@ class WorkProgress {
   // Seconds between log-mode lines, and the work that stays quiet.
   static constexpr double kLineSeconds = 30;
   static constexpr double kQuietSeconds = 2;
+  // Real seconds between the ticker's looks at running work (Note [Work progress]).
+  static constexpr double kTickSeconds = 0.25;
 
   // "15% (4096/27545 samples) | 148 samples/s | 30s elapsed | eta 2m37s" (exposed for tests).
   std::string describe(std::int64_t done, double elapsed) const;
 
  private:
+  friend class ProgressTicker;
   std::string amount(double value) const;
   std::string rate(double perSecond) const;
   void writeLine(const std::string& text);
+  // What is due at the progress clock's `now`; callers hold mutex_.
+  void show(double now);
+  void drawBar(double now);
+  // Called by the ticker thread: what time alone makes due.
+  void tick();
 
+  mutable std::mutex mutex_;  // update() and the ticker thread
+  bool ticking_ = false;      // registered with the ticker
+  bool firstItemSaid_ = false;
   Options options_;
   bool bar_ = false;
   bool lines_ = false;

@@ -269,8 +269,8 @@ std::vector<ConfigField> buildFields() {
                {"bucket_cap_mb", "bucket_size"}),
       MB_FIELD("dist.first_bucket_mb", dist.firstBucketMb, "size of the small first bucket in MiB"),
       MB_FIELD("dist.grad_dtype", dist.gradDtype, "dtype gradients travel in: fp32, bf16 or fp16"),
-      MB_FIELD("dist.timeout_s", dist.timeoutS, "watchdog: seconds a collective or step may take",
-               {"timeout"}),
+      MB_FIELD("dist.timeout_s", dist.timeoutS,
+               "watchdog: seconds a rank may wait while no rank makes progress", {"timeout"}),
   };
 }
 

@@ -31,6 +31,26 @@ HangSpec parseHangSpec() {
   return spec;
 }
 
+struct SlowSpec {
+  bool active = false;
+  int rank = -1;  // -1: every rank
+  long ms = 0;
+  bool spin = false;
+};
+
+SlowSpec parseSlowSpec() {
+  SlowSpec spec;
+  auto text = env::get("MEGABATCH_FAULT_SLOW_STEP");
+  if (!text) return spec;
+  auto parts = str::split(*text, ':');
+  if (parts.size() < 2) return spec;
+  spec.active = true;
+  spec.rank = parts[0] == "*" ? -1 : std::stoi(parts[0]);
+  spec.ms = std::stol(parts[1]);
+  spec.spin = parts.size() > 2 && parts[2] == "spin";
+  return spec;
+}
+
 }  // namespace
 
 void maybeInjectHang(int rank, const std::string& label) {
@@ -42,6 +62,26 @@ void maybeInjectHang(int rank, const std::string& label) {
                         label);
   while (true)
     std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+void maybeSlowMicroBatch(int rank) {
+  static const SlowSpec spec = parseSlowSpec();
+  if (!spec.active || (spec.rank >= 0 && spec.rank != rank)) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(spec.ms);
+  if (!spec.spin) {
+    std::this_thread::sleep_until(until);
+    return;
+  }
+  volatile double sink = 0;  // burns CPU time, as real compute does
+  while (std::chrono::steady_clock::now() < until) {
+    for (int i = 0; i < 10000; ++i)
+      sink = sink + 1e-9 * i;
+  }
+}
+
+std::optional<std::string> fakeCpuFlags() {
+  static const std::optional<std::string> flags = env::get("MEGABATCH_FAULT_CPU_FLAGS");
+  return flags;
 }
 
 }  // namespace mb::dist

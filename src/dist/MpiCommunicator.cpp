@@ -190,8 +190,8 @@ void MpiCommunicator::workerLoop() {
       queue_.pop_front();
     }
     try {
+      maybeInjectHang(rank_, task->label);  // a rank stuck before it enters the collective
       Watchdog::Scope scope = Watchdog::instance().track(task->label);
-      maybeInjectHang(rank_, task->label);
       task->body();
       task->done.set_value();
     } catch (...) {

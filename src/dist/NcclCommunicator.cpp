@@ -273,8 +273,8 @@ std::shared_ptr<Event> NcclCommunicator::run(const at::Tensor& tensor, const std
   cudaStream_t compute = cuda::currentStream(device_);
   MB_CUDA_CHECK(cudaEventRecord(ready_->get(), compute));
   MB_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_->get(), 0));
+  maybeInjectHang(rank_, what);  // a rank stuck before it enters the collective
   Watchdog::Scope scope = Watchdog::instance().track(what);
-  maybeInjectHang(rank_, what);
   enqueue();
   auto done = std::make_shared<Event>();
   MB_CUDA_CHECK(cudaEventRecord(done->get(), stream_));

@@ -16,9 +16,11 @@
 #include "common/Log.h"
 #include "common/Strings.h"
 #include "dist/Agreement.h"
+#include "dist/Heartbeat.h"
 #include "dist/MpiCheck.h"
 #include "dist/MpiCommunicator.h"
 #include "dist/SingleCommunicator.h"
+#include "dist/Watchdog.h"
 
 #if MEGABATCH_WITH_NCCL
 #include "dist/NcclCommunicator.h"
@@ -53,6 +55,7 @@ Runtime::Runtime(int* argc, char*** argv) {
   if (!usesMpi_) {
     control_ = std::make_shared<SingleCommunicator>();
     log::init(0, 1);
+    Watchdog::instance().setWorld(1, nullptr);
     return;
   }
   int provided = 0;
@@ -69,6 +72,10 @@ Runtime::Runtime(int* argc, char*** argv) {
   discoverLocalRank(topology_);
   log::init(topology_.rank, topology_.size);
   control_ = std::make_shared<MpiCommunicator>(MPI_COMM_WORLD);
+  // Note [Watchdog heartbeat]: peers tell a busy rank from a hung one through heartbeats.
+  const bool heartbeats = threadMultiple_ && topology_.size > 1;
+  Watchdog::instance().setWorld(
+      topology_.size, heartbeats ? std::make_unique<MpiHeartbeat>(MPI_COMM_WORLD) : nullptr);
   if (!threadMultiple_ && topology_.rank == 0)
     log::get("dist").warn(
         "the MPI library provides MPI_THREAD_SERIALIZED only: gradients share the control "
@@ -76,7 +83,8 @@ Runtime::Runtime(int* argc, char*** argv) {
 }
 
 Runtime::~Runtime() {
-  mpiData_.reset();  // join the worker threads before MPI goes away
+  Watchdog::instance().dropPeers();  // the heartbeats stop before MPI does
+  mpiData_.reset();                  // join the worker threads before MPI goes away
   control_.reset();
   if (!usesMpi_) return;
   int finalized = 0;

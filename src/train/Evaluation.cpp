@@ -13,6 +13,7 @@
 #include "common/Hdf5.h"
 #include "data/ShardedData.h"
 #include "dist/Communicator.h"
+#include "dist/Watchdog.h"
 #include "model/Generate.h"
 #include "model/Model.h"
 #include "train/Precision.h"
@@ -113,6 +114,7 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
       return fmt::format("; bound it with train.eval_batches={} (about 30 s)", n);
     };
   }
+  if (options.announceAtOnce) shown.quietSeconds = 0;
   WorkProgress progress(shown);
   for (std::int64_t begin = 0; begin < count; begin += options.microBatch) {
     std::int64_t end = std::min(count, begin + options.microBatch);
@@ -125,6 +127,7 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
     for (std::size_t i = 0; i < metrics.size() && i < names.size(); ++i)
       sums[static_cast<std::int64_t>(i) + 2] += metrics[i].second.to(at::kDouble);
     if (rowWidth > 0) rows.push_back(model.splitRows(output, batch).to(at::kCPU, at::kDouble));
+    dist::Watchdog::instance().progress();
     progress.update(end);
   }
   progress.finish();

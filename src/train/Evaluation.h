@@ -34,6 +34,9 @@ struct EvalOptions {
   std::string context;
   std::int64_t boundSamples = 0;
   WorkProgress::Mode progress = WorkProgress::Mode::kAuto;
+  // The start line comes at once, before the first batch (`megabatch eval`: a command the user
+  // waits on); otherwise after WorkProgress's quiet seconds, so short evaluations stay quiet.
+  bool announceAtOnce = false;
 };
 
 // Note [Evaluation batch]: the batch of an evaluation when the user sets none.

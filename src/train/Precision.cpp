@@ -1,8 +1,10 @@
 #include "train/Precision.h"
 
 #include <ATen/Context.h>
+#include <fmt/format.h>
 
 #include "common/Error.h"
+#include "config/ConfigSchema.h"
 
 namespace mb::train {
 namespace {
@@ -62,6 +64,36 @@ PrecisionChoice chooseOnCpu(Precision requested) {
 
 PrecisionChoice choosePrecision(Precision requested, c10::Device device) {
   return device.is_cuda() ? chooseOnCuda(requested, device) : chooseOnCpu(requested);
+}
+
+namespace {
+
+Precision parsePrecisionFlag(const std::string& text) {
+  for (Precision value : {Precision::kFp32, Precision::kBf16, Precision::kFp16, Precision::kAuto}) {
+    if (toString(value) == text) return value;
+  }
+  throw ConfigError("--precision " + text + ": expected fp32, bf16, fp16 or auto",
+                    "leave --precision out for fp32 on the CPU (the training precision on a GPU)");
+}
+
+}  // namespace
+
+PrecisionChoice inferencePrecision(const std::string& asked, Precision trained,
+                                   c10::Device device) {
+  if (!asked.empty()) {
+    PrecisionChoice choice = choosePrecision(parsePrecisionFlag(asked), device);
+    choice.reason = "--precision " + asked + ": " + toString(choice.dtype);
+    return choice;
+  }
+  if (device.is_cuda()) return choosePrecision(trained, device);
+  PrecisionChoice choice{DType::kFp32, "fp32 on the CPU"};
+  if (trained == Precision::kBf16 || trained == Precision::kFp16)
+    choice.reason = fmt::format(
+        "fp32 on the CPU, although the checkpoint trained with train.precision = {}: its weights "
+        "are fp32 in the file, so nothing is lost, and {} on a CPU can be many times slower "
+        "(--precision {} runs it as trained)",
+        toString(trained), toString(trained), toString(trained));
+  return choice;
 }
 
 #if !MEGABATCH_WITH_CUDA

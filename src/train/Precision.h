@@ -53,6 +53,17 @@ struct PrecisionChoice {
 // LibTorch older than 2.2.
 PrecisionChoice choosePrecision(Precision requested, c10::Device device);
 
+// Note [Precision of a new run]
+// eval, predict and sample load a checkpoint on whatever hardware is at hand, often not the
+// hardware it trained on: a bf16 run from an A100, evaluated on a laptop. The weights are fp32
+// in the file, so nothing is lost by evaluating in fp32, while bf16 on a CPU can be 30x slower
+// (Note [CPU precision]). So on the CPU they run in fp32 unless --precision asks otherwise; on
+// a GPU they keep the training config's train.precision (resolved for that card). The metric
+// difference of bf16 against fp32 on one checkpoint is in docs/operations.md.
+// `asked`: the --precision value, "" when not given. The reason says what was chosen and, when
+// it differs from how the checkpoint trained, why.
+PrecisionChoice inferencePrecision(const std::string& asked, Precision trained, c10::Device device);
+
 // CUDA builds: the name and compute capability (major, minor) of GPU `index`; nullopt on CPU
 // builds or when the driver cannot say (PrecisionCuda.cpp).
 struct CudaDeviceInfo {

@@ -11,6 +11,18 @@
 #include "train/Metrics.h"
 
 namespace mb::train {
+
+WorkProgress::Mode workProgressMode(ProgressKind kind) {
+  switch (kind) {
+    case ProgressKind::kBar:
+      return WorkProgress::Mode::kBar;
+    case ProgressKind::kLines:
+      return WorkProgress::Mode::kLines;
+    case ProgressKind::kAuto:
+      break;
+  }
+  return WorkProgress::Mode::kAuto;
+}
 namespace {
 
 // Redraws per second: enough to look alive, few enough not to flood a slow terminal or mpirun.

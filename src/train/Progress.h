@@ -12,9 +12,13 @@
 #include <string>
 #include <utility>
 
+#include "common/WorkProgress.h"
 #include "config/Config.h"
 
 namespace mb::train {
+
+// run.progress as the mode of a WorkProgress (an evaluation, a slow step).
+WorkProgress::Mode workProgressMode(ProgressKind kind);
 
 class ProgressBar {
  public:

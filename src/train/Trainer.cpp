@@ -16,9 +16,11 @@
 #include "common/Error.h"
 #include "common/Log.h"
 #include "common/Strings.h"
+#include "common/WorkProgress.h"
 #include "config/ConfigLoader.h"
 #include "config/ConfigSchema.h"
 #include "data/ShardedData.h"
+#include "dist/FaultInjection.h"
 #include "dist/GradientReducer.h"
 #include "dist/Runtime.h"
 #include "dist/Watchdog.h"
@@ -73,6 +75,7 @@ RunOutcome Trainer::run() {
   dist::Watchdog::instance().setTimeout(config_.dist.timeoutS);
   setUpDevice();
   prepareRunDirectory();
+  warnIfCpuPrecisionIsSlow();  // after the run directory: the warning belongs in train.log
   std::optional<CheckpointContent> resumed = findResumePoint();
   applyCheckpointOrder(resumed);
 
@@ -123,9 +126,10 @@ RunOutcome Trainer::run() {
     if (laneCount() > 0 && data_->order().laneStep(state_.batchInEpoch).step == 0) restartLanes();
     StepResult step;
     {
-      // A rank stuck outside any collective (a hung kernel, a deadlocked loader) ends itself too.
-      dist::Watchdog::Scope guard =
-          dist::Watchdog::instance().track("training step " + std::to_string(state_.step + 1));
+      // Work, not a wait: the watchdog ends this rank only when no rank makes progress in it
+      // (a hung kernel, a deadlocked loader), never for being slow (Note [Watchdog heartbeat]).
+      dist::Watchdog::Scope guard = dist::Watchdog::instance().track(
+          "training step " + std::to_string(state_.step + 1), dist::Watchdog::Kind::kWork);
       profiler_->beforeStep(state_.step + 1);
       step = trainStep();
       profiler_->afterStep(state_.step + 1);
@@ -209,6 +213,7 @@ Trainer::StepResult Trainer::trainStep() {
   at::Tensor lossSum = at::zeros({}, at::TensorOptions().device(device_).dtype(at::kFloat));
   phases_->start();
   if (microSteps == 0) reducer_->prepareForBackward(true);  // contribute zero gradients
+  WorkProgress slowStep(slowStepProgress(state_.step + 1, microSteps));
   for (std::int64_t m = 0; m < microSteps; ++m) {
     const std::int64_t begin = m * microBatch_;
     const std::int64_t end = std::min(local, begin + microBatch_);
@@ -224,8 +229,12 @@ Trainer::StepResult Trainer::trainStep() {
     if (injectNanNow()) part = part * std::numeric_limits<float>::quiet_NaN();
     scaler_->scaleLoss(part / normalizer).backward();  // Note [Loss scaling]
     lossSum += part.detach();
+    dist::maybeSlowMicroBatch(runtime_.rank());
     phases_->mark(Phase::kForwardBackward);
+    dist::Watchdog::instance().progress();
+    slowStep.update(m + 1);
   }
+  slowStep.finish();
   reducer_->finishGradients();
   phases_->mark(Phase::kCommunication);
 
@@ -273,6 +282,26 @@ Trainer::StepResult Trainer::trainStep() {
   phases_->mark(Phase::kOptimizer);
   result.loss = lossSum / normalizer;
   return result;
+}
+
+// A step that runs longer than kSlowStepSeconds says so, with its micro-batches done so far,
+// then writes a line every 30 s until it ends (Note [Work progress]): a slow first step on a
+// CPU, or a large model on a slow card, is visibly alive. Shorter steps print nothing.
+WorkProgress::Options Trainer::slowStepProgress(std::int64_t step, std::int64_t microSteps) const {
+  WorkProgress::Options shown;
+  shown.label = "training step " + std::to_string(step);
+  shown.unit = "micro-batches";
+  shown.total = microSteps;
+  shown.speaks = isRoot();
+  shown.mode = workProgressMode(config_.run.progress);
+  shown.tag = "train";
+  shown.quietSeconds = kSlowStepSeconds;
+  shown.firstItemSeconds = 0;
+  shown.estimateOverSeconds = std::numeric_limits<double>::infinity();
+  shown.startLine = fmt::format("training step {} is still running after {}", step,
+                                str::humanDuration(kSlowStepSeconds));
+  shown.startLineShowsProgress = true;
+  return shown;
 }
 
 // Note [Step checks]

@@ -77,6 +77,7 @@ class Trainer {
   };
 
   void setUpDevice();
+  void warnIfCpuPrecisionIsSlow();  // Note [CPU precision]
   void prepareRunDirectory();
   std::optional<CheckpointContent> findResumePoint();
   void applyCheckpointOrder(const std::optional<CheckpointContent>& resumed);
@@ -85,6 +86,9 @@ class Trainer {
   void restoreFrom(std::optional<CheckpointContent>& resumed);
 
   StepResult trainStep();
+  // A step longer than this writes progress lines (its micro-batches done so far).
+  static constexpr double kSlowStepSeconds = 60;
+  WorkProgress::Options slowStepProgress(std::int64_t step, std::int64_t microSteps) const;
   std::map<std::string, double> evaluate(data::Split split);
   bool afterEvaluation(const std::map<std::string, double>& metrics);  // true: stop early
   void saveCheckpoint(const char* reason);

@@ -166,9 +166,7 @@ std::map<std::string, double> Trainer::evaluate(data::Split split) {
   options.microBatch = evalMicroBatch(microBatch_, device_);
   options.precision = precision_;
   options.context = fmt::format(" at step {}", state_.step);
-  options.progress = config_.run.progress == ProgressKind::kBar     ? WorkProgress::Mode::kBar
-                     : config_.run.progress == ProgressKind::kLines ? WorkProgress::Mode::kLines
-                                                                    : WorkProgress::Mode::kAuto;
+  options.progress = workProgressMode(config_.run.progress);
   if (config_.train.evalBatches > 0)
     options.maxSamplesPerRank =
         (config_.train.evalBatches * config_.train.globalBatch + runtime_.size() - 1) /

@@ -13,13 +13,16 @@
 #include "common/Error.h"
 #include "common/Log.h"
 #include "config/ConfigLoader.h"
+#include "config/ConfigSchema.h"
 #include "data/ShardedData.h"
 #include "dist/Agreement.h"
 #include "dist/GradientReducer.h"
 #include "dist/Runtime.h"
+#include "dist/Watchdog.h"
 #include "model/Model.h"
 #include "train/CheckpointDirectory.h"
 #include "train/CheckpointModel.h"
+#include "train/CpuPrecision.h"
 #include "train/DeviceProbe.h"
 #include "train/GpuUtilisation.h"
 #include "train/LossScaler.h"
@@ -57,6 +60,9 @@ void Trainer::setUpDevice() {
     device_ = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
     enableFastCudaMath();
   }
+  // Note [Watchdog heartbeat]: on a GPU the host thread spins while it waits, so its CPU time
+  // is not a sign of progress there.
+  dist::Watchdog::instance().setCpuTimeIsProgress(!device_.is_cuda());
   // A rank on another kind of GPU could choose differently: every rank stops alike.
   dist::agreed(control_, "choosing the precision", [&] {
     const PrecisionChoice choice = choosePrecision(config_.train.precision, device_);
@@ -92,6 +98,18 @@ void Trainer::setUpDevice() {
   std::string why;
   if (isRoot()) gpuUtilisation_ = GpuUtilisation::open(device_, why);
   if (!why.empty()) logger().warn("GPU utilisation is not reported: {}", why);
+}
+
+void Trainer::warnIfCpuPrecisionIsSlow() {
+  if (!isRoot() || device_.is_cuda() || precision_ == DType::kFp32) return;
+  const CpuPrecisionCost cost = measureCpuPrecision(precision_, config_.model.hidden);
+  const std::string warning = cpuPrecisionWarning(precision_, cost);
+  if (!warning.empty()) {
+    logger().warn("{}", warning);
+    return;
+  }
+  logger().info("train.precision = {} pays on this CPU ({}): {:.2f}x the time of fp32 in the probe",
+                toString(precision_), cost.flags, cost.slowdown());
 }
 
 void Trainer::prepareRunDirectory() {

@@ -218,6 +218,10 @@ class FaultsTest(mbtest.TempDirTestCase):
         fired = re.findall(r"watchdog: rank (\d) has waited [\d.]+ s for (.*?) \(dist\.timeout_s", r.output)
         self.assertTrue(fired, repr(r))
         self.assertTrue(any(operation in what for _, what in fired), fired)
+        # Note [Watchdog heartbeat]: rank 0 waits in the collective and knows who never came.
+        self.assertRegex(r.output, r"\[r0/2\] \[dist\] critical: watchdog: rank 0 has waited [0-9.]+ s for %s.*"
+                                   r"and no rank has made progress for [0-9.]+ s\. Not arrived in it: rank 1 \("
+                                   % re.escape(operation))
         self.assertEqual(faultkit.survivors(config), [])
 
 

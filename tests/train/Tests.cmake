@@ -41,3 +41,17 @@ foreach(case slow_evaluation_in_train_writes_a_line_at_least_every_30s
              eval_bar_on_a_terminal_then_the_training_bar_again data_tool_bar_on_a_terminal)
   mb_add_python_test(progress.${case} train/test_progress.py ARGS ProgressTest.test_${case} TIMEOUT 900)
 endforeach()
+
+# Precision that fits the hardware and a watchdog that waits for slow ranks (issue 38).
+foreach(case bf16_on_a_cpu_without_bf16_units_warns_once_naming_fp32_and_auto
+             eval_of_a_bf16_checkpoint_runs_in_fp32_on_the_cpu_and_matches_bf16
+             eval_start_line_comes_before_the_first_batch)
+  mb_add_python_test(precision_fit.${case} train/test_precision_fit.py ARGS PrecisionFitTest.test_${case}
+                     TIMEOUT 300)
+endforeach()
+foreach(case a_single_rank_step_longer_than_the_timeout_finishes
+             two_ranks_wait_for_a_slow_peer_that_makes_progress
+             two_ranks_wait_for_a_peer_that_computes_one_long_micro_batch
+             a_step_longer_than_a_minute_says_it_is_still_running)
+  mb_add_python_test(slow_steps.${case} train/test_slow_steps.py ARGS SlowStepTest.test_${case} TIMEOUT 300)
+endforeach()
