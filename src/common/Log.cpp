@@ -199,9 +199,14 @@ bool isTerminalPath(const std::string& path) {
 }  // namespace
 
 bool consoleIsTerminal() {
-  if (auto term = env::get("TERM"); term && *term == "dumb") return false;
-  if (isatty(STDERR_FILENO)) return true;
-  return isTerminalPath(launcherStderrPath());
+  // Asked once per training step (the slow-step progress): a process's stderr does not change,
+  // and the launcher check reads /proc.
+  static const bool terminal = [] {
+    if (auto term = env::get("TERM"); term && *term == "dumb") return false;
+    if (isatty(STDERR_FILENO)) return true;
+    return isTerminalPath(launcherStderrPath());
+  }();
+  return terminal;
 }
 
 int consoleColumns() {
