@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "common/Environment.h"
 #include "common/Log.h"
@@ -10,6 +11,15 @@
 
 namespace mb::dist {
 namespace {
+
+// The colon-separated fields of `variable` ("1:grad bucket:3"); empty when it is unset or has
+// fewer than two.
+std::vector<std::string> specFields(const char* variable) {
+  auto text = env::get(variable);
+  if (!text) return {};
+  auto fields = str::split(*text, ':');
+  return fields.size() < 2 ? std::vector<std::string>{} : fields;
+}
 
 struct HangSpec {
   bool active = false;
@@ -20,14 +30,12 @@ struct HangSpec {
 
 HangSpec parseHangSpec() {
   HangSpec spec;
-  auto text = env::get("MEGABATCH_FAULT_HANG");
-  if (!text) return spec;
-  auto parts = str::split(*text, ':');
-  if (parts.size() < 2) return spec;
+  const auto fields = specFields("MEGABATCH_FAULT_HANG");
+  if (fields.empty()) return spec;
   spec.active = true;
-  spec.rank = std::stoi(parts[0]);
-  spec.label = parts[1];
-  spec.skip = parts.size() > 2 ? std::stol(parts[2]) : 0;
+  spec.rank = std::stoi(fields[0]);
+  spec.label = fields[1];
+  spec.skip = fields.size() > 2 ? std::stol(fields[2]) : 0;
   return spec;
 }
 
@@ -40,14 +48,12 @@ struct SlowSpec {
 
 SlowSpec parseSlowSpec() {
   SlowSpec spec;
-  auto text = env::get("MEGABATCH_FAULT_SLOW_STEP");
-  if (!text) return spec;
-  auto parts = str::split(*text, ':');
-  if (parts.size() < 2) return spec;
+  const auto fields = specFields("MEGABATCH_FAULT_SLOW_STEP");
+  if (fields.empty()) return spec;
   spec.active = true;
-  spec.rank = parts[0] == "*" ? -1 : std::stoi(parts[0]);
-  spec.ms = std::stol(parts[1]);
-  spec.spin = parts.size() > 2 && parts[2] == "spin";
+  spec.rank = fields[0] == "*" ? -1 : std::stoi(fields[0]);
+  spec.ms = std::stol(fields[1]);
+  spec.spin = fields.size() > 2 && fields[2] == "spin";
   return spec;
 }
 

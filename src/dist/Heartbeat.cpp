@@ -27,12 +27,12 @@ MpiHeartbeat::MpiHeartbeat(MPI_Comm world) {
   // All-to-all heartbeats are size^2 small messages per round: every second up to 64 ranks,
   // then slower (2 s at 128 ranks), about 4,000 messages a second in the whole job.
   sendEverySeconds_ = std::max(0.0, (static_cast<double>(size) - 64.0) / 64.0);
-  started_ = Clock::now();
+  const Clock::time_point started = Clock::now();
   lines_.resize(static_cast<std::size_t>(size));
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank_) continue;
     PeerLine& line = lines_[static_cast<std::size_t>(peer)];
-    line.lastHeard = line.lastChange = started_;
+    line.lastHeard = line.lastChange = started;
     MB_MPI_CHECK(MPI_Irecv(&line.in, sizeof(Message), MPI_BYTE, peer, kTag, comm_, &line.receive));
   }
 }

@@ -51,7 +51,6 @@ class MpiHeartbeat final : public PeerMonitor {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
-  Clock::time_point started_;
   Clock::time_point lastSent_;
   double sendEverySeconds_ = 0;  // grows with the world, so the traffic stays small
   std::vector<PeerLine> lines_;  // [rank]; this rank's own entry is unused

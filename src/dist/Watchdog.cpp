@@ -204,9 +204,8 @@ void Watchdog::check(std::unique_lock<std::mutex>& lock) {
   view.rank = log::rank();
   PeerMonitor::Report mine;
   mine.progress = reported_;
-  std::vector<std::pair<std::uint64_t, Open>> open(open_.begin(), open_.end());
-  std::sort(open.begin(), open.end(),
-            [](const auto& a, const auto& b) { return a.second.start < b.second.start; });
+  // Ids grow with the time of opening, so the map is oldest first.
+  const std::map<std::uint64_t, Open> open = open_;
   for (const auto& [id, entry] : open) {
     if (entry.kind == Kind::kWait && !mine.waiting) {
       mine.waiting = true;

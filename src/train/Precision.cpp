@@ -60,14 +60,6 @@ PrecisionChoice chooseOnCpu(Precision requested) {
   return {DType::kFp32, "train.precision = auto: fp32 on the CPU"};
 }
 
-}  // namespace
-
-PrecisionChoice choosePrecision(Precision requested, c10::Device device) {
-  return device.is_cuda() ? chooseOnCuda(requested, device) : chooseOnCpu(requested);
-}
-
-namespace {
-
 Precision parsePrecisionFlag(const std::string& text) {
   for (Precision value : {Precision::kFp32, Precision::kBf16, Precision::kFp16, Precision::kAuto}) {
     if (toString(value) == text) return value;
@@ -77,6 +69,10 @@ Precision parsePrecisionFlag(const std::string& text) {
 }
 
 }  // namespace
+
+PrecisionChoice choosePrecision(Precision requested, c10::Device device) {
+  return device.is_cuda() ? chooseOnCuda(requested, device) : chooseOnCpu(requested);
+}
 
 PrecisionChoice inferencePrecision(const std::string& asked, Precision trained,
                                    c10::Device device) {

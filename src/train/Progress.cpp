@@ -23,6 +23,7 @@ WorkProgress::Mode workProgressMode(ProgressKind kind) {
   }
   return WorkProgress::Mode::kAuto;
 }
+
 namespace {
 
 // Redraws per second: enough to look alive, few enough not to flood a slow terminal or mpirun.
