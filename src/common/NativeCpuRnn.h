@@ -9,8 +9,9 @@
 // LibTorch 1.13 has no oneDNN RNN (mkldnn_rnn_layer came with 2.0), so there the guard does
 // nothing. It used to act there too, and that cost 17x: under CPU autocast the LSTM's matrix
 // products run in bf16, and with oneDNN off they went to LibTorch's reference bf16 kernels
-// instead of oneDNN's (measured on an avx512_bf16 EPYC, PyTorch 1.13: one 2-layer LSTM of width
-// 128 over 480 steps, 1.12x the fp32 time with oneDNN, 17.1x without; issue 38).
+// instead of oneDNN's (measured on an avx512_bf16 EPYC, `megabatch eval --precision bf16` of
+// configs/lstm-multitf.yaml's model: 3.24 samples/s with oneDNN off, 138 with it on, 81.5 in
+// fp32; issue 38, docs/operations.md "Precision on the CPU").
 #include <ATen/Context.h>
 
 #include "common/TorchCompat.h"
