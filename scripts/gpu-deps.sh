@@ -28,6 +28,7 @@ ROOTS=(
   libyaml-cpp-dev libyaml-cpp0.7
   libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
   libgtest-dev                                          # the test suite (static libraries)
+  libunistring2   # Debian 12's libpsl (curl, HDF5's ros3) needs .so.2; Ubuntu 24.04 has .so.5
 )
 
 # Present on any Ubuntu 24.04 image (the ubuntu:24.04 base, which CUDA images extend) under
@@ -38,7 +39,7 @@ BASE=(
   libc6 libc-bin libgcc-s1 libstdc++6 gcc-12-base zlib1g libzstd1 liblzma5 libbz2-1.0 liblz4-1
   libcrypt1 libselinux1 libpcre2-8-0 libudev1 libsystemd0 libcap2 libcap-ng0 libaudit1
   libaudit-common libgcrypt20 libgpg-error0 libtinfo6 libuuid1 libmd0 libffi8 libgmp10
-  libgnutls30 libhogweed6 libnettle8 libp11-kit0 libtasn1-6 libidn2-0 libunistring2 libcom-err2
+  libgnutls30 libhogweed6 libnettle8 libp11-kit0 libtasn1-6 libidn2-0 libcom-err2
   libdb5.3 libacl1 libattr1 libblkid1 libmount1 libseccomp2 libxxhash0 libsemanage2
   libsemanage-common libsepol2 libpam0g libpam-modules libpam-runtime
   debconf perl-base dpkg tar debianutils adduser passwd init-system-helpers sensible-utils
@@ -315,7 +316,7 @@ cmd_check() {
     [[ -z $missing ]] && continue
     report+="  ${file#"$prefix"/}: $missing"$'\n'
     case $file in
-      */libmpi.so.*|*/libhdf5.so.*|*/libyaml-cpp.so.*|*/libspdlog.so.*|*/libfmt.so.*|*/orterun|*/orted)
+      */libmpi.so.*|*/libhdf5*.so.*|*/libcurl.so.*|*/libpsl.so.*|*/libyaml-cpp.so.*|*/libspdlog.so.*|*/libfmt.so.*|*/orterun|*/orted)
         fatal+="${file##*/} " ;;
     esac
   done < <(find "$prefix/usr/bin" "$prefix/usr/lib" -type f \( -perm -u+x -o -name '*.so*' \) -print0)

@@ -9,21 +9,27 @@
 #   scripts/gpu-session.sh test      `ctest -L gpu` first, then the rest of the build, then the
 #                                    rest of the suite; tests that passed on this build before are
 #                                    not run again, so repeated calls continue where one stopped
-#   scripts/gpu-session.sh bench     bench/gpu/gpu_bench.py (needs h5py, numpy, torch)
+#   scripts/gpu-session.sh gpu       `ctest -L gpu` alone (megabatch + the GPU tests; no rest of
+#                                    the build): the short check of a 15-minute device lease
+#   scripts/gpu-session.sh demo      the README's demo on the GPU: synth-series data, `mpirun -np 1
+#                                    megabatch train` (device auto, backend auto: NCCL), plot, eval
+#                                    (the checkpoint's precision and --precision auto), inspect
+#   scripts/gpu-session.sh bench     bench/gpu/gpu_bench.py (needs h5py, numpy, torch);
+#                                    MB_BENCH_ARGS adds arguments, e.g. "--only lstm,nccl"
 # Phases share one time budget per call (default: build test). Each ends in time for the call to
 # return; a phase that finds no build builds first.
 #
-# Call plan for the device tool (30 min of device time a session, 10 min a call, and the machine
-# goes back 30 s after a call ends, taking build-gpu/ with it: issue the next call at once):
+# Call plan for the device tool (15 min of device time a task, start-ups included; 10 min a
+# call; the machine goes back about 30 s after a call ends, taking build-gpu/ with it):
 #   0. here, in the checkout the device tool sends (the session's own; a helper's worktree does
 #      not travel):   scripts/gpu-session.sh prepare
-#   1. run(command="bash scripts/gpu-session.sh build test", carry=[".gpu-debs"], timeout_s=600)
-#      preflight, build of megabatch + GPU tests, ctest -L gpu, then the rest of the build and as
-#      much of the suite as the budget allows
-#   2. run(command="bash scripts/gpu-session.sh test", carry=[".gpu-debs"], timeout_s=600)
-#      the tests not yet passed (a fresh machine rebuilds first, and says so)
-#   3. as 2 while summary.txt says tests are left, else bench or the training runs of issue 14
-# Each call's logs come back under $OUT (at most 8 files: summary.txt, build.log, test.log,
+#   1. run(command="MB_SESSION_BUDGET_S=570 MB_BENCH_ARGS='--only lstm,nccl --repeats 2'
+#          bash scripts/gpu-session.sh build gpu demo bench", carry=[".gpu-debs"], timeout_s=600)
+#      preflight, build of megabatch + GPU tests (~110 s on 16 cores), ctest -L gpu, the demo,
+#      and the bench sections that fit (on 2026-11-28 an H200 did all of it in 205 s)
+#   2. while the machine is warm: "bash scripts/gpu-session.sh gpu" after a fix (incremental,
+#      ~20 s), or "test" for the rest of the suite (builds every test binary first)
+# Each call's logs come back under $OUT (at most 8 files: summary.txt, build.log, test.log, demo.log,
 # bench.log, bench/*): read summary.txt first.
 #
 # Environment (optional):
@@ -400,6 +406,47 @@ python_for_tests() {
   sed -n 's/^MB_PYTHON:[A-Z]*=//p' "$build_dir/CMakeCache.txt" 2>/dev/null | grep . || echo python3
 }
 
+# Only the gpu-labelled tests: what a short lease checks first.
+phase_gpu() {
+  if ! built; then
+    note "gpu: no build in $build_dir (a fresh machine?): building first"
+    phase_build || return 1
+  fi
+  refresh_first_targets || return 1
+  # shellcheck disable=SC1091  # written by build-gpu.sh
+  . "$build_dir/megabatch-env.sh"
+  export MEGABATCH_TEST_DEVICE=${MB_TEST_DEVICE:-cuda}
+  run_ctest "gpu -L gpu" "" -L '^gpu$'
+}
+
+# The README's demo, on the GPU, as a user runs it: every command's output in demo.log.
+phase_demo() {
+  local log=$out/demo.log work=${MB_DEMO_DIR:-/tmp/megabatch-demo} mb rc=0
+  built || { note "demo: no build in $build_dir: run the build phase first"; return 1; }
+  # shellcheck disable=SC1091  # written by build-gpu.sh
+  . "$build_dir/megabatch-env.sh"
+  mb=$root/$build_dir/megabatch
+  rm -rf "$work" && mkdir -p "$work"
+  demo_step() {  # demo_step COMMAND...: logged with its time and status
+    local start=$(date +%s) status
+    echo "== $*" >>"$log"
+    run_until_deadline 10 "$@" >>"$log" 2>&1
+    status=$?
+    echo "== rc $status in $(($(date +%s) - start)) s" >>"$log"
+    note "demo: rc $status in $(($(date +%s) - start)) s: ${*:1:5}"
+    return "$status"
+  }
+  demo_step "$mb" data synth-series --out "$work/demo.h5" || return 1
+  demo_step mpirun -np 1 "$mb" train --config configs/demo.yaml "data.path=$work/demo.h5" \
+    "run.dir=$work/run" train.max_steps=300 || rc=1
+  demo_step "$mb" plot "$work/run" || rc=1
+  demo_step "$mb" eval --checkpoint "$work/run" --split test || rc=1
+  demo_step "$mb" eval --checkpoint "$work/run" --split test --precision auto || rc=1
+  demo_step "$mb" inspect "$work/run/checkpoints/latest" || rc=1
+  grep -E 'device|backend|precision|step +300|done|error' "$log" | head -20 >>"$summary"
+  return "$rc"
+}
+
 phase_bench() {
   local log=$out/bench.log script=bench/gpu/gpu_bench.py rc
   if [[ ! -f $script ]]; then
@@ -415,7 +462,10 @@ phase_bench() {
   . "$build_dir/megabatch-env.sh"
   mkdir -p "$out/bench"
   echo "== python3 $script --bin $build_dir/megabatch --out $out/bench (budget $(left) s)" >"$log"
-  run_until_deadline 10 python3 "$script" --bin "$build_dir/megabatch" --out "$out/bench" >>"$log" 2>&1
+  local extra=()
+  read -ra extra <<<"${MB_BENCH_ARGS:-}"
+  run_until_deadline 10 python3 "$script" --bin "$build_dir/megabatch" --out "$out/bench" \
+    --budget-s $(($(left) - 40)) "${extra[@]}" >>"$log" 2>&1
   rc=$?
   note "bench: rc $rc; log bench.log, results in bench/"
   tail -30 "$log" >>"$summary"
@@ -436,8 +486,8 @@ status=0
 echo "== gpu-session $(date -u '+%F %T UTC'): phases ${phases[*]}, budget ${budget} s" >>"$summary"
 for phase in "${phases[@]}"; do
   case $phase in
-    prepare | build | test | bench) ;;
-    *) echo "gpu-session: unknown phase $phase (prepare, build, test, bench)" >&2; exit 2 ;;
+    prepare | build | gpu | test | demo | bench) ;;
+    *) echo "gpu-session: unknown phase $phase (prepare, build, gpu, test, demo, bench)" >&2; exit 2 ;;
   esac
   if [[ $(left) -le 30 ]]; then
     note "$phase: skipped, the time budget is spent"
