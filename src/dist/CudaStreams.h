@@ -14,6 +14,13 @@ namespace mb::dist::cuda {
 // stream that CUDAStreamGuard and autograd's per-node stream semantics select.
 CUstream_st* currentStream(int device);
 
+// A high-priority stream of c10's pool on `device` (getStreamFromPool): communication kernels
+// should not queue behind the next forward's. Pool streams live as long as the process, which
+// matters: a tensor recorded on a stream (recordStream) may be freed after its communicator is
+// gone, and the caching allocator then records an event on that stream. A stream of our own,
+// destroyed with the communicator, made that free jump to a null pointer (H200, 2026-11-28).
+CUstream_st* poolStream(int device);
+
 // Tells the caching allocator that `tensor`'s memory is in use on `stream`, so it is not handed
 // out again before the work queued there has finished (c10 recordStream).
 void recordStream(const at::Tensor& tensor, CUstream_st* stream);

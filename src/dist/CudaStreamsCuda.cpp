@@ -10,6 +10,12 @@ CUstream_st* currentStream(int device) {
   return c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
 }
 
+CUstream_st* poolStream(int device) {
+  return c10::cuda::getStreamFromPool(/*isHighPriority=*/true,
+                                      static_cast<c10::DeviceIndex>(device))
+      .stream();
+}
+
 void recordStream(const at::Tensor& tensor, CUstream_st* stream) {
   // Tensor::record_stream is the stable public form of CUDACachingAllocator::recordStream
   // (LibTorch 1.13 and 2.x); getStreamFromExternal wraps a stream c10 did not create.

@@ -186,11 +186,7 @@ NcclCommunicator::NcclCommunicator(const ncclUniqueId& id, int rank, int size, i
     Watchdog::Scope scope = Watchdog::instance().track("ncclCommInitRank (NCCL start-up)");
     MB_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
   }
-  int leastPriority = 0;
-  int greatestPriority = 0;
-  MB_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&leastPriority, &greatestPriority));
-  // High priority: communication kernels should not queue behind the next forward's kernels.
-  MB_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatestPriority));
+  stream_ = cuda::poolStream(device_);  // never destroyed: see CudaStreams.h
   ready_ = std::make_shared<Event>();
   monitor_ = std::thread([this] { monitorLoop(); });
 }
@@ -232,7 +228,6 @@ void NcclCommunicator::releaseNccl() noexcept {
   if (comm_ != nullptr && !aborted_.exchange(true)) endComm();
   inFlight_.clear();
   ready_.reset();
-  if (stream_ != nullptr) cudaStreamDestroy(stream_);
   if (previous != device_) cudaSetDevice(previous);
 }
 
