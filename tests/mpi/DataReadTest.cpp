@@ -13,6 +13,7 @@
 #include "tests/data/DataFiles.h"
 #include "tests/mpi/MpiTestMain.h"
 #include "tests/support/Device.h"
+#include "tests/support/TempDir.h"
 
 namespace mb {
 namespace {
@@ -31,7 +32,7 @@ std::string sharedDir() {
 void removeShared(const std::string& dir) {
   auto& comm = test::runtime().control();
   comm.barrier();
-  if (comm.rank() == 0) std::filesystem::remove_all(dir);
+  if (comm.rank() == 0) test::removeTree(dir);
 }
 
 // Rank r reads rows [r*r*n/W^2 ...): uneven, and rank 1 of 2+ reads nothing.

@@ -12,6 +12,7 @@
 #include "common/Error.h"
 #include "common/Hdf5.h"
 #include "tests/support/Device.h"
+#include "tests/support/TempDir.h"
 #include "train/Checkpoint.h"
 #include "train/CheckpointDirectory.h"
 
@@ -25,10 +26,10 @@ class CheckpointFiles : public ::testing::Test {
     dir_ = fs::temp_directory_path() /
            ("mb-ckpt-" + std::to_string(::getpid()) + "-" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    test::removeTree(dir_);
     fs::create_directories(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { test::removeTree(dir_); }
 
   static CheckpointContent content(std::int64_t step) {
     const auto on = at::TensorOptions().device(test::device());
