@@ -2,12 +2,15 @@
 #include <filesystem>
 
 #include "app/Cli.h"
+#include "common/Environment.h"
 #include "common/Error.h"
 #include "common/Log.h"
+#include "common/Strings.h"
 #include "config/ConfigLoader.h"
 #include "config/ConfigSchema.h"
 #include "dist/Agreement.h"
 #include "dist/Runtime.h"
+#include "train/StepProfiler.h"
 #include "train/Trainer.h"
 
 namespace mb::app {
@@ -17,6 +20,24 @@ void printConfigKeys() {
   std::printf("%-36s %-28s %s\n", "KEY", "TYPE", "MEANING");
   for (const auto& field : configFields())
     std::printf("%-36s %-28s %s\n", field.key.c_str(), field.type.c_str(), field.help.c_str());
+}
+
+// MEGABATCH_PROFILE=FILE and MEGABATCH_PROFILE_STEPS=FIRST:LAST (Note [Operator profile]).
+train::ProfileRequest profileRequest() {
+  train::ProfileRequest request;
+  request.path = env::get("MEGABATCH_PROFILE").value_or("");
+  std::optional<std::string> steps = env::get("MEGABATCH_PROFILE_STEPS");
+  if (request.path.empty() || !steps) return request;
+  std::vector<std::string> range = str::split(*steps, ':');
+  try {
+    if (range.size() != 2) throw std::invalid_argument("not FIRST:LAST");
+    request.first = std::stoll(range[0]);
+    request.last = std::stoll(range[1]);
+  } catch (const std::exception&) {
+    throw ConfigError("MEGABATCH_PROFILE_STEPS=" + *steps + " is not FIRST:LAST",
+                      "e.g. MEGABATCH_PROFILE_STEPS=21:40");
+  }
+  return request;
 }
 
 }  // namespace
@@ -37,7 +58,7 @@ int runTrain(const ParsedArgs& args, dist::Runtime& runtime) {
     if (runtime.rank() == 0) std::fputs(configToYaml(config).c_str(), stdout);
     return 0;
   }
-  train::Trainer trainer(config, runtime);
+  train::Trainer trainer(config, runtime, profileRequest());
   switch (trainer.run()) {
     case train::RunOutcome::kFinished:
     case train::RunOutcome::kEarlyStopped:

@@ -57,6 +57,19 @@ SlowSpec parseSlowSpec() {
   return spec;
 }
 
+TrainingFaults parseTrainingFaults() {
+  TrainingFaults faults;
+  if (auto step = env::getInt("MEGABATCH_FAULT_NAN_STEP")) faults.nanStep = *step;
+  if (auto rank = env::getInt("MEGABATCH_FAULT_NAN_RANK")) faults.nanRank = static_cast<int>(*rank);
+  if (auto count = env::getInt("MEGABATCH_FAULT_NAN_COUNT")) faults.nanCount = *count;
+  if (auto step = env::getInt("MEGABATCH_FAULT_STOP_STEP")) faults.stopStep = *step;
+  if (auto steps = env::get("MEGABATCH_FAULT_NAN_STEPS")) {
+    for (const std::string& step : str::split(*steps, ','))
+      faults.nanSteps.insert(std::stoll(step));
+  }
+  return faults;
+}
+
 }  // namespace
 
 void maybeInjectHang(int rank, const std::string& label) {
@@ -88,6 +101,22 @@ void maybeSlowMicroBatch(int rank) {
 std::optional<std::string> fakeCpuFlags() {
   static const std::optional<std::string> flags = env::get("MEGABATCH_FAULT_CPU_FLAGS");
   return flags;
+}
+
+bool TrainingFaults::nanLossAt(std::int64_t step, int rank) const {
+  const bool chosen =
+      (nanStep > 0 && step >= nanStep && step < nanStep + nanCount) || nanSteps.count(step) > 0;
+  return chosen && (nanRank < 0 || nanRank == rank);
+}
+
+const TrainingFaults& trainingFaults() {
+  static const TrainingFaults faults = parseTrainingFaults();
+  return faults;
+}
+
+void maybeSlowEvalBatch() {
+  static const long ms = env::getInt("MEGABATCH_FAULT_EVAL_BATCH_MS").value_or(0);
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
 }  // namespace mb::dist

@@ -11,8 +11,17 @@
 //     the CPU flags that precision checks see instead of /proc/cpuinfo's, e.g. "avx2" for a CPU
 //     without bf16 units; without them the precision probe also runs without oneDNN, as
 //     LibTorch's bf16 products do on such a CPU (train/CpuPrecision.h).
-// Nothing here is active unless the variable is set.
+//   MEGABATCH_FAULT_NAN_STEP=S, _COUNT=N (default 1), _RANK=R (default every rank)
+//     the training loss is NaN on steps [S, S+N) on rank R; MEGABATCH_FAULT_NAN_STEPS="3,9,10"
+//     on the steps listed.
+//   MEGABATCH_FAULT_STOP_STEP=S
+//     a SIGTERM arrives (on every rank) when step S has finished.
+//   MEGABATCH_FAULT_EVAL_BATCH_MS=MS
+//     every evaluation batch takes MS milliseconds longer.
+// Each variable is read once, on first use. Nothing here is active unless the variable is set.
+#include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace mb::dist {
@@ -25,5 +34,23 @@ void maybeSlowMicroBatch(int rank);
 
 // MEGABATCH_FAULT_CPU_FLAGS, when set.
 std::optional<std::string> fakeCpuFlags();
+
+// The trainer's faults: NaN losses and a stop signal at chosen steps.
+struct TrainingFaults {
+  std::int64_t nanStep = -1;
+  std::int64_t nanCount = 1;
+  int nanRank = -1;  // -1: every rank
+  std::set<std::int64_t> nanSteps;
+  std::int64_t stopStep = -1;
+
+  // The loss of `step` (1-based) on `rank` is to be NaN.
+  bool nanLossAt(std::int64_t step, int rank) const;
+  // A SIGTERM is to arrive once `step` has finished.
+  bool stopAfter(std::int64_t step) const { return step == stopStep; }
+};
+const TrainingFaults& trainingFaults();
+
+// Called once per evaluation batch.
+void maybeSlowEvalBatch();
 
 }  // namespace mb::dist

@@ -1,18 +1,16 @@
 #include "train/Evaluation.h"
 
 #include <algorithm>
-#include <chrono>
-#include <thread>
 
 #include <ATen/Functions.h>
 #include <c10/core/GradMode.h>
 #include <fmt/format.h>
 
-#include "common/Environment.h"
 #include "common/Error.h"
 #include "common/Hdf5.h"
 #include "data/ShardedData.h"
 #include "dist/Communicator.h"
+#include "dist/FaultInjection.h"
 #include "dist/Watchdog.h"
 #include "model/Generate.h"
 #include "model/Model.h"
@@ -49,12 +47,6 @@ Speaker findSpeaker(dist::Communicator& control, std::int64_t count) {
   speaker.rank = static_cast<int>(counts.reshape({-1}).argmax().item<std::int64_t>());
   speaker.total = counts.sum().item<std::int64_t>();
   return speaker;
-}
-
-// MEGABATCH_FAULT_EVAL_BATCH_MS: a test hook that makes every evaluation batch that much slower.
-void maybeSlowEvalBatch() {
-  static const long ms = env::getInt("MEGABATCH_FAULT_EVAL_BATCH_MS").value_or(0);
-  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
 }  // namespace
@@ -118,7 +110,7 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
   WorkProgress progress(shown);
   for (std::int64_t begin = 0; begin < count; begin += options.microBatch) {
     std::int64_t end = std::min(count, begin + options.microBatch);
-    maybeSlowEvalBatch();
+    dist::maybeSlowEvalBatch();
     data::Batch batch = data.evalBatch(split, begin, end, at::kFloat);
     AutocastScope autocast(device.type(), options.precision);
     at::Tensor output = model.forward(batch);

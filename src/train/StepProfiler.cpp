@@ -2,28 +2,14 @@
 
 #include <torch/csrc/autograd/profiler_legacy.h>
 
-#include "common/Environment.h"
-#include "common/Error.h"
 #include "common/Log.h"
-#include "common/Strings.h"
 
 namespace mb::train {
 
-StepProfiler::StepProfiler(int rank) {
-  std::optional<std::string> path = env::get("MEGABATCH_PROFILE");
-  if (!path || path->empty()) return;
-  path_ = rank == 0 ? *path : *path + ".rank" + std::to_string(rank);
-  if (std::optional<std::string> steps = env::get("MEGABATCH_PROFILE_STEPS")) {
-    std::vector<std::string> range = str::split(*steps, ':');
-    try {
-      if (range.size() != 2) throw std::invalid_argument("not FIRST:LAST");
-      first_ = std::stoll(range[0]);
-      last_ = std::stoll(range[1]);
-    } catch (const std::exception&) {
-      throw ConfigError("MEGABATCH_PROFILE_STEPS=" + *steps + " is not FIRST:LAST",
-                        "e.g. MEGABATCH_PROFILE_STEPS=21:40");
-    }
-  }
+StepProfiler::StepProfiler(int rank, const ProfileRequest& request)
+    : first_(request.first), last_(request.last) {
+  if (request.path.empty()) return;
+  path_ = rank == 0 ? request.path : request.path + ".rank" + std::to_string(rank);
 }
 
 StepProfiler::~StepProfiler() = default;

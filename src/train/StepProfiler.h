@@ -16,10 +16,17 @@ struct RecordProfile;
 
 namespace mb::train {
 
+// What MEGABATCH_PROFILE and MEGABATCH_PROFILE_STEPS ask for (read by `megabatch train`,
+// src/app/TrainCommand.cpp); an empty path records nothing.
+struct ProfileRequest {
+  std::string path;
+  std::int64_t first = 21;
+  std::int64_t last = 40;
+};
+
 class StepProfiler {
  public:
-  // Reads MEGABATCH_PROFILE and MEGABATCH_PROFILE_STEPS; inactive when the first is unset.
-  explicit StepProfiler(int rank);
+  StepProfiler(int rank, const ProfileRequest& request);
   ~StepProfiler();
   StepProfiler(const StepProfiler&) = delete;
   StepProfiler& operator=(const StepProfiler&) = delete;
@@ -29,8 +36,8 @@ class StepProfiler {
 
  private:
   std::string path_;
-  std::int64_t first_ = 21;
-  std::int64_t last_ = 40;
+  std::int64_t first_;
+  std::int64_t last_;
   std::unique_ptr<torch::autograd::profiler::RecordProfile> recording_;
 };
 

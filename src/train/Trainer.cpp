@@ -12,7 +12,6 @@
 
 #include <ATen/Functions.h>
 
-#include "common/Environment.h"
 #include "common/Error.h"
 #include "common/Log.h"
 #include "common/Strings.h"
@@ -45,17 +44,11 @@ spdlog::logger& logger() {
 
 }  // namespace
 
-Trainer::Trainer(Config config, dist::Runtime& runtime)
-    : config_(std::move(config)), runtime_(runtime), control_(runtime.control()) {
-  if (auto step = env::getInt("MEGABATCH_FAULT_NAN_STEP")) nanFaultStep_ = *step;
-  if (auto rank = env::getInt("MEGABATCH_FAULT_NAN_RANK")) nanFaultRank_ = static_cast<int>(*rank);
-  if (auto count = env::getInt("MEGABATCH_FAULT_NAN_COUNT")) nanFaultCount_ = *count;
-  if (auto step = env::getInt("MEGABATCH_FAULT_STOP_STEP")) stopFaultStep_ = *step;
-  if (auto steps = env::get("MEGABATCH_FAULT_NAN_STEPS")) {
-    for (const std::string& step : str::split(*steps, ','))
-      nanFaultSteps_.insert(std::stoll(step));
-  }
-}
+Trainer::Trainer(Config config, dist::Runtime& runtime, const ProfileRequest& profile)
+    : config_(std::move(config)),
+      runtime_(runtime),
+      control_(runtime.control()),
+      profiler_(std::make_unique<StepProfiler>(runtime.rank(), profile)) {}
 
 Trainer::~Trainer() = default;
 
@@ -111,7 +104,6 @@ RunOutcome Trainer::run() {
   }
 
   progress_ = std::make_unique<ProgressBar>(config_.run.progress, isRoot());
-  profiler_ = std::make_unique<StepProfiler>(runtime_.rank());  // Note [Operator profile]
   Window window;
   bool epochStarted = false;
   RunOutcome outcome = RunOutcome::kFinished;
@@ -226,8 +218,9 @@ Trainer::StepResult Trainer::trainStep() {
       at::Tensor output = model_->forward(micro);
       part = model_->lossSum(output, micro).to(at::kFloat);
     }
-    if (injectNanNow()) part = part * std::numeric_limits<float>::quiet_NaN();
-    scaler_->scaleLoss(part / normalizer).backward();  // Note [Loss scaling]
+    if (dist::trainingFaults().nanLossAt(state_.step + 1, runtime_.rank()))
+      part = part * std::numeric_limits<float>::quiet_NaN();  // a test hook (FaultInjection.h)
+    scaler_->scaleLoss(part / normalizer).backward();         // Note [Loss scaling]
     lossSum += part.detach();
     dist::maybeSlowMicroBatch(runtime_.rank());
     phases_->mark(Phase::kForwardBackward);
@@ -368,17 +361,9 @@ void Trainer::settleScaledStep(double norm, bool overflow, double scale) {
 }
 
 // All ranks agree at every step boundary: a signal to any rank stops every rank.
-bool Trainer::injectNanNow() const {
-  const std::int64_t step = state_.step + 1;
-  const bool chosen =
-      (nanFaultStep_ > 0 && step >= nanFaultStep_ && step < nanFaultStep_ + nanFaultCount_) ||
-      nanFaultSteps_.count(step) > 0;
-  return chosen && (nanFaultRank_ < 0 || nanFaultRank_ == runtime_.rank());
-}
-
 bool Trainer::stopRequested() {
-  // MEGABATCH_FAULT_STOP_STEP: a test hook that acts as a SIGTERM arriving at that step.
-  int local = state_.step == stopFaultStep_ ? SIGTERM : pendingStopSignal();
+  const bool stopFault = dist::trainingFaults().stopAfter(state_.step);  // FaultInjection.h
+  int local = stopFault ? SIGTERM : pendingStopSignal();
   at::Tensor flag = at::full({1}, local, at::kInt);
   control_.allReduce(flag, dist::ReduceOp::kMax, "stop flag");
   int signal = flag.item<int>();

@@ -9,7 +9,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 
@@ -21,6 +20,7 @@
 #include "train/Checkpoint.h"
 #include "train/GpuUtilisation.h"
 #include "train/Progress.h"
+#include "train/StepProfiler.h"
 
 namespace mb::data {
 class ShardedData;
@@ -41,14 +41,13 @@ class LossScaler;
 class MetricsWriter;
 class Optimizer;
 class PhaseClock;
-class StepProfiler;
 
 // How a run ended (the process exit code follows from it).
 enum class RunOutcome { kFinished, kEarlyStopped, kPreempted, kTooManyBadSteps };
 
 class Trainer {
  public:
-  Trainer(Config config, dist::Runtime& runtime);
+  Trainer(Config config, dist::Runtime& runtime, const ProfileRequest& profile = {});
   ~Trainer();
 
   RunOutcome run();
@@ -99,7 +98,6 @@ class Trainer {
   void restartLanes();
   NamedTensors laneStates();
   bool stopRequested();
-  bool injectNanNow() const;
   void logStep(const StepResult& step, Window& window, bool force);
   // The log line's GPU utilisation part (Note [GPU utilisation]), and its warning; "" on CPU.
   std::string utilisationText(double utilisation, const std::string& split);
@@ -145,14 +143,6 @@ class Trainer {
   std::vector<PendingCheck> pendingChecks_;
   std::int64_t skippedInWindow_ = 0;  // settled steps of the current log window
   double lastGradNorm_ = 0;
-  // Test hooks (environment): MEGABATCH_FAULT_NAN_STEP / _COUNT / _RANK make the loss NaN on
-  // steps [STEP, STEP+COUNT) on rank RANK (all ranks if unset), MEGABATCH_FAULT_NAN_STEPS
-  // ("3,9,10") on the steps listed; MEGABATCH_FAULT_STOP_STEP acts as a SIGTERM at that step.
-  std::int64_t nanFaultStep_ = -1;
-  std::int64_t nanFaultCount_ = 1;
-  int nanFaultRank_ = -1;
-  std::set<std::int64_t> nanFaultSteps_;
-  std::int64_t stopFaultStep_ = -1;
 };
 
 }  // namespace mb::train
