@@ -24,6 +24,9 @@ namespace mb::model {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
+// The core every kind implements: forward, loss, metrics, state I/O (tied weights), its name.
+// What only some kinds need is an optional capability below, which those kinds inherit as
+// well; callers ask for one with capability<C>(model), which is null for the other kinds.
 class Model : public torch::nn::Module {
  public:
   // Forward pass on a batch; returns predictions (regression [B] or [B, K]), logits
@@ -41,38 +44,71 @@ class Model : public torch::nn::Module {
   virtual std::vector<std::string> metricNames() const = 0;
   virtual std::string kind() const = 0;
 
-  // Metrics of a whole split that are not sums over its samples (macro F1, ROC-AUC): each
-  // evaluation batch gives per-sample rows ([B, splitRowWidth()] fp64, any device), the
-  // evaluation gathers every rank's rows and calls splitMetrics() once with all of them, on
-  // every rank. splitRowWidth() = 0 (the default): the model has none.
-  virtual std::int64_t splitRowWidth() const { return 0; }
-  virtual at::Tensor splitRows(const at::Tensor& output, const data::Batch& batch) { return {}; }
-  virtual std::map<std::string, double> splitMetrics(const at::Tensor& rows) const { return {}; }
-
-  // State that is neither a parameter nor a buffer but must survive a checkpoint, e.g. the
-  // hidden states of a stateful LSTM's lanes. Empty for most models.
-  virtual NamedTensors extraState() const { return {}; }
-  virtual void loadExtraState(const NamedTensors& state) {}
-  // Forgets carried state (the lanes restart, e.g. at an epoch start). No-op for most models.
-  virtual void resetState() {}
-  // Sizes the carried state for `lanes` lanes (all lanes of the run, on every rank), zero
-  // where none is held. Throws CheckpointError when a loaded state has another lane count.
-  // No-op for most models.
-  virtual void setLaneCount(std::int64_t lanes) {}
-
-  // A train epoch starts (after the data's beginEpoch): a model that caches per-epoch state
-  // (kind: gat's graphs with model.graph.rebuild = per_epoch) resets it. No-op for most models.
-  virtual void startEpoch(std::int64_t /*epoch*/) {}
-  // Counters worth logging, e.g. the graphs a model built and cached: metrics.jsonl records
-  // them at log steps and the trainer logs them at epoch ends. Empty for most models.
-  virtual std::vector<std::pair<std::string, double>> statistics() const { return {}; }
-
   // state_dict names that alias another entry, as {alias, source}: tied weights such as gpt's
   // lm_head.weight = transformer.wte.weight. The alias is not registered as a parameter (so
   // parameters() lists each tensor once for the optimizer and the gradient reducer), but
   // the state dict carries it under both names, as PyTorch's state_dict() does.
   virtual std::vector<std::pair<std::string, std::string>> tiedWeights() const { return {}; }
 };
+
+// Capability: metrics of a whole split that are not sums over its samples (macro F1, ROC-AUC).
+// Each evaluation batch gives per-sample rows ([B, splitRowWidth()] fp64, any device), the
+// evaluation gathers every rank's rows and calls splitMetrics() once with all of them, on
+// every rank. (kind: gnn)
+class SplitMetrics {
+ public:
+  virtual ~SplitMetrics() = default;
+  virtual std::int64_t splitRowWidth() const = 0;
+  virtual at::Tensor splitRows(const at::Tensor& output, const data::Batch& batch) = 0;
+  virtual std::map<std::string, double> splitMetrics(const at::Tensor& rows) const = 0;
+};
+
+// Capability: carried state per lane that is neither a parameter nor a buffer but must survive a
+// checkpoint: the hidden states of a stateful LSTM's lanes (Note [Stateful lanes]; the trainer's
+// side is train/Lanes.h). (kind: lstm)
+class StatefulLanes {
+ public:
+  virtual ~StatefulLanes() = default;
+  // The carried states by name; empty when none is held (or the model is not stateful).
+  virtual NamedTensors extraState() const = 0;
+  virtual void loadExtraState(const NamedTensors& state) = 0;
+  // Forgets the carried states (the lanes restart, e.g. at an epoch start).
+  virtual void resetState() = 0;
+  // Sizes the carried state for `lanes` lanes (all lanes of the run, on every rank), zero
+  // where none is held. Throws CheckpointError when a loaded state has another lane count.
+  virtual void setLaneCount(std::int64_t lanes) = 0;
+};
+
+// Capability: state cached per epoch, and counters worth logging. (kind: gat)
+class EpochCache {
+ public:
+  virtual ~EpochCache() = default;
+  // A train epoch starts (after the data's beginEpoch): the cache (gat's graphs with
+  // model.graph.rebuild = per_epoch) resets.
+  virtual void startEpoch(std::int64_t epoch) = 0;
+  // e.g. the graphs built and cached: metrics.jsonl records them at log steps and the trainer
+  // logs them at epoch ends.
+  virtual std::vector<std::pair<std::string, double>> statistics() const = 0;
+};
+
+// The capability C of `model`, or null when its kind has none.
+template <class C>
+C* capability(Model& model) {
+  return dynamic_cast<C*>(&model);
+}
+template <class C>
+const C* capability(const Model& model) {
+  return dynamic_cast<const C*>(&model);
+}
+
+// EpochCache's calls for any model: no-ops for the kinds without one.
+inline void startEpoch(Model& model, std::int64_t epoch) {
+  if (auto* cache = capability<EpochCache>(model)) cache->startEpoch(epoch);
+}
+inline std::vector<std::pair<std::string, double>> statistics(const Model& model) {
+  const auto* cache = capability<EpochCache>(model);
+  return cache != nullptr ? cache->statistics() : std::vector<std::pair<std::string, double>>{};
+}
 
 // Builds the model `config.kind` for the data described by `info`, with parameters
 // initialised from `seed` (identical on every rank; rank 0's are broadcast anyway).

@@ -54,43 +54,25 @@ void writeNamed(hid_t file, const std::string& group, const NamedTensors& tensor
 
 void writeTrainerState(hid_t file, const TrainerState& s) {
   h5::Handle g = h5::createGroup(file, "trainer", kCode);
-  auto put = [&](const char* name, std::int64_t value) {
-    h5::writeAttribute(g.get(), name, value, kCode);
-  };
-  put("step", s.step);
-  put("epoch", s.epoch);
-  put("batch_in_epoch", s.batchInEpoch);
-  put("samples_seen", s.samplesSeen);
-  put("canonical_shards", s.canonicalShards);
-  put("seed", s.seed);
-  put("global_batch", s.globalBatch);
-  put("bad_steps", s.badSteps);
-  put("best_step", s.bestStep);
-  put("evals_without_improvement", s.evalsWithoutImprovement);
-  h5::writeAttribute(g.get(), "best_metric", s.bestMetric, kCode);
-  h5::writeAttribute(g.get(), "loss_scale", s.lossScale, kCode);
-  put("loss_scale_growth_tracker", s.lossScaleGrowthTracker);
+  for (const TrainerStateField& field : trainerStateFields()) {
+    if (field.integer != nullptr) {
+      h5::writeAttribute(g.get(), field.name, s.*field.integer, kCode);
+    } else {
+      h5::writeAttribute(g.get(), field.name, s.*field.real, kCode);
+    }
+  }
 }
 
 TrainerState readTrainerState(hid_t file) {
   h5::Handle g = h5::openGroup(file, "trainer", kCode);
-  auto get = [&](const char* name) { return h5::readIntAttribute(g.get(), name, kCode); };
   TrainerState s;
-  s.step = get("step");
-  s.epoch = get("epoch");
-  s.batchInEpoch = get("batch_in_epoch");
-  s.samplesSeen = get("samples_seen");
-  s.canonicalShards = get("canonical_shards");
-  s.seed = get("seed");
-  s.globalBatch = get("global_batch");
-  s.badSteps = get("bad_steps");
-  s.bestStep = get("best_step");
-  s.evalsWithoutImprovement = get("evals_without_improvement");
-  s.bestMetric = h5::readDoubleAttribute(g.get(), "best_metric", kCode);
-  // Written since fp16 (Note [Loss scaling]); older checkpoints continue with the defaults.
-  if (h5::hasAttribute(g.get(), "loss_scale")) {
-    s.lossScale = h5::readDoubleAttribute(g.get(), "loss_scale", kCode);
-    s.lossScaleGrowthTracker = get("loss_scale_growth_tracker");
+  for (const TrainerStateField& field : trainerStateFields()) {
+    if (field.sinceFp16 && !h5::hasAttribute(g.get(), field.name)) continue;  // keep the default
+    if (field.integer != nullptr) {
+      s.*field.integer = h5::readIntAttribute(g.get(), field.name, kCode);
+    } else {
+      s.*field.real = h5::readDoubleAttribute(g.get(), field.name, kCode);
+    }
   }
   return s;
 }

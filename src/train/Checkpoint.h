@@ -6,11 +6,10 @@
 //   /model/<state_dict name>              parameters and buffers, float32, Fletcher32
 //   /optimizer/<param name>/<state name>  exp_avg, exp_avg_sq, or momentum_buffer
 //   /extra/<name>                         model state that is not a parameter (LSTM lanes)
-//   /trainer (attributes)                 step, epoch, batch_in_epoch, samples_seen,
-//                                         canonical_shards, seed, global_batch, bad_steps,
-//                                         best_metric, best_step, evals_without_improvement,
-//                                         loss_scale, loss_scale_growth_tracker (fp16 runs;
-//                                         absent before them: read as 0 = none)
+//   /trainer (attributes)                 TrainerState, as trainerStateFields() names it
+//                                         (Note [Trainer state table]): step, epoch, ...;
+//                                         loss_scale and loss_scale_growth_tracker are absent
+//                                         before fp16 (read as 0 = none)
 //   /meta (attributes)                    format_version, config (YAML), world_size,
 //                                         megabatch_version, torch_version, data_fingerprint,
 //                                         data_info (the model-shaping part of the data),
@@ -27,30 +26,13 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "train/TrainerState.h"
+
 namespace mb::train {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 constexpr std::int64_t kCheckpointFormatVersion = 1;
-
-// Where training stands: enough to continue exactly where it stopped.
-struct TrainerState {
-  std::int64_t step = 0;          // optimizer steps done
-  std::int64_t epoch = 0;         // current epoch
-  std::int64_t batchInEpoch = 0;  // next global batch of `epoch` to run
-  std::int64_t samplesSeen = 0;
-  std::int64_t canonicalShards = 0;  // V
-  std::int64_t seed = 0;
-  std::int64_t globalBatch = 0;
-  std::int64_t badSteps = 0;         // consecutive non-finite steps
-  double bestMetric = std::nan("");  // early stopping
-  std::int64_t bestStep = -1;
-  std::int64_t evalsWithoutImprovement = 0;
-  // fp16 loss scaling (Note [Loss scaling]): the scale and the clean steps since it last
-  // changed. 0 = none recorded (an fp32 or bf16 run, or a checkpoint written before fp16).
-  double lossScale = 0;
-  std::int64_t lossScaleGrowthTracker = 0;
-};
 
 struct CheckpointContent {
   TrainerState trainer;

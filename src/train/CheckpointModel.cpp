@@ -134,7 +134,8 @@ TrainedModel loadTrainedModel(const std::string& fileOrRunDir,
   ExpectedTensors expected = expectedTensors(*run.model);
   run.checkpoint = readCheckpointFile(run.path, &expected);
   loadModelState(*run.model, run.checkpoint.model, run.path);
-  run.model->loadExtraState(run.checkpoint.extra);
+  if (auto* lanes = model::capability<model::StatefulLanes>(*run.model))
+    lanes->loadExtraState(run.checkpoint.extra);
   run.model->eval();
   return run;
 }

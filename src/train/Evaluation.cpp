@@ -19,8 +19,9 @@
 namespace mb::train {
 namespace {
 
-// Every rank's split rows (Model::splitRows), in rank order: [sum of counts, width] fp64 on
-// the CPU, the same on every rank. Ranks hold different counts, so each pads to the largest.
+// Every rank's split rows (model::SplitMetrics::splitRows), in rank order: [sum of counts, width]
+// fp64 on the CPU, the same on every rank. Ranks hold different counts, so each pads to the
+// largest.
 at::Tensor gatherSplitRows(dist::Communicator& control, const std::vector<at::Tensor>& parts,
                            std::int64_t width) {
   at::Tensor mine = parts.empty() ? at::zeros({0, width}, at::kDouble) : at::cat(parts);
@@ -81,7 +82,8 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
   // [count, loss, metrics...]: summed on the device, copied and reduced once.
   at::Tensor sums = at::zeros({static_cast<std::int64_t>(names.size()) + 2},
                               at::TensorOptions().device(device).dtype(at::kDouble));
-  const std::int64_t rowWidth = model.splitRowWidth();
+  model::SplitMetrics* splitMetrics = model::capability<model::SplitMetrics>(model);
+  const std::int64_t rowWidth = splitMetrics != nullptr ? splitMetrics->splitRowWidth() : 0;
   std::vector<at::Tensor> rows;  // per batch [B, rowWidth] on the CPU
   const Speaker speaker = findSpeaker(control, count);
   const int world = control.size();
@@ -118,7 +120,8 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
     model::NamedTensors metrics = model.metricSums(output, batch);
     for (std::size_t i = 0; i < metrics.size() && i < names.size(); ++i)
       sums[static_cast<std::int64_t>(i) + 2] += metrics[i].second.to(at::kDouble);
-    if (rowWidth > 0) rows.push_back(model.splitRows(output, batch).to(at::kCPU, at::kDouble));
+    if (rowWidth > 0)
+      rows.push_back(splitMetrics->splitRows(output, batch).to(at::kCPU, at::kDouble));
     dist::Watchdog::instance().progress();
     progress.update(end);
   }
@@ -134,7 +137,8 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
   for (std::size_t i = 0; i < names.size(); ++i)
     results[prefix + names[i]] = t[i + 2] / terms;
   if (rowWidth > 0) {
-    for (const auto& [name, value] : model.splitMetrics(gatherSplitRows(control, rows, rowWidth)))
+    at::Tensor allRows = gatherSplitRows(control, rows, rowWidth);
+    for (const auto& [name, value] : splitMetrics->splitMetrics(allRows))
       results[prefix + name] = value;
   }
   model.train(wasTraining);

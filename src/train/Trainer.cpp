@@ -24,6 +24,7 @@
 #include "dist/Runtime.h"
 #include "dist/Watchdog.h"
 #include "model/Model.h"
+#include "train/CarriedStates.h"
 #include "train/CheckpointDirectory.h"
 #include "train/DurableFile.h"
 #include "train/LossScaler.h"
@@ -31,6 +32,7 @@
 #include "train/Optimizer.h"
 #include "train/Precision.h"
 #include "train/Signals.h"
+#include "train/StartedOrder.h"
 #include "train/StepPhases.h"
 #include "train/StepProfiler.h"
 
@@ -70,11 +72,11 @@ RunOutcome Trainer::run() {
   prepareRunDirectory();
   warnIfCpuPrecisionIsSlow();  // after the run directory: the warning belongs in train.log
   std::optional<CheckpointContent> resumed = findResumePoint();
-  applyCheckpointOrder(resumed);
+  keepStartedOrder(config_, state_, resumed, control_);
 
   data_ = data::ShardedData::load(config_, control_, device_);
   buildModelAndOptimizer();
-  model_->setLaneCount(laneCount());  // every rank alike, before the states are broadcast
+  carried_ = std::make_unique<CarriedStates>(*model_, *data_, *dataComm_);
   restoreFrom(resumed);
 
   const std::int64_t perEpoch = data_->batchesPerEpoch();
@@ -95,13 +97,7 @@ RunOutcome Trainer::run() {
       "{} ranks, precision {}",
       totalSteps_, perEpoch, state_.step, config_.train.globalBatch, microBatch_, runtime_.size(),
       toString(precision_));
-  if (laneCount() > 0) {
-    const data::LaneSpec& lanes = data_->order().lanes();
-    logger().info(
-        "stateful lanes: {} ({} canonical shards x {}), stride {}: an epoch is {} pass(es) of "
-        "one item per lane per step; lane states restart at each pass",
-        laneCount(), data_->order().numShards(), lanes.lanesPerShard, lanes.stride, lanes.stride);
-  }
+  carried_->describe();
 
   progress_ = std::make_unique<ProgressBar>(config_.run.progress, isRoot());
   Window window;
@@ -110,12 +106,11 @@ RunOutcome Trainer::run() {
   while (state_.step < totalSteps_) {
     if (!epochStarted) {
       data_->beginEpoch(state_.epoch);
-      model_->startEpoch(state_.epoch);
+      model::startEpoch(*model_, state_.epoch);
       epochStarted = true;
       epochMemoryStart_ = processMemoryBytes();
     }
-    // A new pass of the lane order jumps back in time (batch 0 starts pass 0 of an epoch).
-    if (laneCount() > 0 && data_->order().laneStep(state_.batchInEpoch).step == 0) restartLanes();
+    carried_->beforeBatch(state_.batchInEpoch);
     StepResult step;
     {
       // Work, not a wait: the watchdog ends this rank only when no rank makes progress in it

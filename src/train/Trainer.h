@@ -36,6 +36,7 @@ class Model;
 
 namespace mb::train {
 
+class CarriedStates;
 class CheckpointDirectory;
 class LossScaler;
 class MetricsWriter;
@@ -79,8 +80,6 @@ class Trainer {
   void warnIfCpuPrecisionIsSlow();  // Note [CPU precision]
   void prepareRunDirectory();
   std::optional<CheckpointContent> findResumePoint();
-  void applyCheckpointOrder(const std::optional<CheckpointContent>& resumed);
-  std::pair<std::int64_t, std::int64_t> savedLaneOrder(const CheckpointContent& resumed);
   void buildModelAndOptimizer();
   void restoreFrom(std::optional<CheckpointContent>& resumed);
 
@@ -91,12 +90,8 @@ class Trainer {
   std::map<std::string, double> evaluate(data::Split split);
   bool afterEvaluation(const std::map<std::string, double>& metrics);  // true: stop early
   void saveCheckpoint(const char* reason);
-  // Rank 0 only; `extra` from laneStates() (collective).
+  // Rank 0 only; `extra` from CarriedStates::gather() (collective).
   CheckpointContent snapshot(NamedTensors extra) const;
-  // Stateful lanes (Note [Lane order] in data/pipeline/GlobalOrder.h).
-  std::int64_t laneCount() const;
-  void restartLanes();
-  NamedTensors laneStates();
   bool stopRequested();
   void logStep(const StepResult& step, Window& window, bool force);
   // The log line's GPU utilisation part (Note [GPU utilisation]), and its warning; "" on CPU.
@@ -123,6 +118,8 @@ class Trainer {
   std::shared_ptr<model::Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<dist::GradientReducer> reducer_;
+  std::unique_ptr<CarriedStates>
+      carried_;                         // states the model carries between steps (CarriedStates.h)
   std::unique_ptr<LossScaler> scaler_;  // Note [Loss scaling]; disabled unless fp16
   std::unique_ptr<CheckpointDirectory> checkpoints_;
   std::unique_ptr<MetricsWriter> metrics_;                 // rank 0 only
@@ -135,9 +132,6 @@ class Trainer {
   std::int64_t totalSteps_ = 0;
   std::int64_t microBatch_ = 0;
   std::int64_t lastCheckpointStep_ = -1;
-  // The resumed run's model.lanes and model.lane_stride (Note [Lane order]); -1 = none.
-  std::int64_t savedLanes_ = -1;
-  std::int64_t savedLaneStride_ = -1;
   std::int64_t epochMemoryStart_ = -1;
   std::int64_t slowWindows_ = 0;  // log windows with a data or communication warning
   std::vector<PendingCheck> pendingChecks_;

@@ -1,5 +1,5 @@
 // What happens between steps on a schedule: log lines and metrics records, evaluation and early
-// stopping, checkpoints (with the stateful lanes' states they carry).
+// stopping, checkpoints (with the states the model carries, CarriedStates.h).
 #include "train/Trainer.h"
 
 #include <chrono>
@@ -19,6 +19,7 @@
 #include "dist/Runtime.h"
 #include "model/Model.h"
 #include "model/StateDict.h"
+#include "train/CarriedStates.h"
 #include "train/CheckpointDirectory.h"
 #include "train/Evaluation.h"
 #include "train/GpuUtilisation.h"
@@ -96,7 +97,7 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
         .add("optimizer_time_s", phases.optimizer / steps);
     record.add("mem_mb", memoryMb);
     if (utilisation >= 0) record.add("gpu_util", utilisation);
-    for (const auto& [name, value] : model_->statistics())
+    for (const auto& [name, value] : model::statistics(*model_))
       record.add(name, value);
     record.add("grad_norm", lastGradNorm_).add("skipped_steps", skippedInWindow_);
     if (scaler_->enabled()) record.add("loss_scale", lossScale);
@@ -151,7 +152,7 @@ std::string Trainer::utilisationText(double utilisation, const std::string& spli
 }
 
 void Trainer::logModelStatistics() const {
-  std::vector<std::pair<std::string, double>> statistics = model_->statistics();
+  std::vector<std::pair<std::string, double>> statistics = model::statistics(*model_);
   if (statistics.empty()) return;
   std::string text;
   for (const auto& [name, value] : statistics)
@@ -217,7 +218,7 @@ bool Trainer::afterEvaluation(const std::map<std::string, double>& metrics) {
     state_.bestMetric = value;
     state_.bestStep = state_.step;
     state_.evalsWithoutImprovement = 0;
-    NamedTensors extra = laneStates();
+    NamedTensors extra = carried_->gather();
     CheckpointContent content;
     if (isRoot()) content = snapshot(std::move(extra));
     dist::agreed(control_, "writing best.h5", [&] {
@@ -263,40 +264,13 @@ void Trainer::saveCheckpoint(const char* reason) {
   auto start = Clock::now();
   dist::averageBuffers(*dataComm_, *model_);  // Note [Buffers across ranks]
   std::string path;
-  NamedTensors extra = laneStates();
+  NamedTensors extra = carried_->gather();
   dist::agreed(control_, "writing a checkpoint", [&] {
     if (isRoot()) path = checkpoints_->save(snapshot(std::move(extra)));
   });
   lastCheckpointStep_ = state_.step;
   logger().info("checkpoint ({}) at step {}: {} in {:.2f} s", reason, state_.step, path,
                 secondsSince(start));
-}
-
-std::int64_t Trainer::laneCount() const {
-  return data_->order().numLanes();
-}
-
-void Trainer::restartLanes() {
-  model_->resetState();
-  model_->setLaneCount(laneCount());
-}
-
-// Note [Stateful lanes] (model/kinds/Lstm.h): every rank holds all lanes' states but advances only
-// its own, so the others are zero, or stale copies broadcast at a resume. Each rank therefore
-// contributes just its own lanes to a sum, which leaves the full set everywhere without
-// double counting; the model's own states stay as they are.
-NamedTensors Trainer::laneStates() {
-  NamedTensors states = model_->extraState();
-  if (laneCount() == 0) return states;
-  data::ItemRange own = data_->order().lanesOfShards(data::GlobalOrder::shardsOfRank(
-      data_->order().numShards(), runtime_.rank(), runtime_.size()));
-  for (auto& [name, state] : states) {
-    at::Tensor sum = at::zeros_like(state);  // [layers, lanes, hidden]
-    sum.narrow(1, own.begin, own.size()).copy_(state.narrow(1, own.begin, own.size()));
-    dataComm_->allReduce(sum, dist::ReduceOp::kSum, "lane state " + name);
-    state = sum;
-  }
-  return states;
 }
 
 }  // namespace mb::train

@@ -20,6 +20,7 @@
 #include "dist/Runtime.h"
 #include "dist/Watchdog.h"
 #include "model/Model.h"
+#include "train/CarriedStates.h"
 #include "train/CheckpointDirectory.h"
 #include "train/CheckpointModel.h"
 #include "train/CpuPrecision.h"
@@ -149,80 +150,17 @@ std::optional<CheckpointContent> Trainer::findResumePoint() {
     resumed = readCheckpointFile(mode);
     logger().info("resuming from {} (step {})", mode, resumed->trainer.step);
   });
-  std::pair<std::int64_t, std::int64_t> laneOrder{-1, -1};
-  dist::agreed(control_, "reading the lane order of the checkpoint", [&] {
-    if (resumed) laneOrder = savedLaneOrder(*resumed);
-  });
-  // Every rank learns whether training resumes and where it stands.
-  at::Tensor header = at::zeros({16}, at::kDouble);
-  if (resumed) {
-    const TrainerState& s = resumed->trainer;
-    auto [lanes, stride] = laneOrder;
-    header = at::tensor(
-        {1.0, double(s.step), double(s.epoch), double(s.batchInEpoch), double(s.samplesSeen),
-         double(s.canonicalShards), double(s.seed), double(s.globalBatch), double(s.badSteps),
-         s.bestMetric, double(s.bestStep), double(s.evalsWithoutImprovement), double(lanes),
-         double(stride), s.lossScale, double(s.lossScaleGrowthTracker)},
-        at::kDouble);
-  }
+  // Every rank learns whether training resumes and where it stands (Note [Trainer state
+  // table]).
+  at::Tensor header = at::cat({at::full({1}, resumed ? 1 : 0, at::kLong),
+                               packTrainerState(resumed ? resumed->trainer : TrainerState{})});
   control_.broadcast(header, 0, "resume header");
-  auto h = header.accessor<double, 1>();
-  if (h[0] == 1.0) {
-    TrainerState& s = state_;
-    s.step = std::llround(h[1]);
-    s.epoch = std::llround(h[2]);
-    s.batchInEpoch = std::llround(h[3]);
-    s.samplesSeen = std::llround(h[4]);
-    s.canonicalShards = std::llround(h[5]);
-    s.seed = std::llround(h[6]);
-    s.globalBatch = std::llround(h[7]);
-    s.badSteps = std::llround(h[8]);
-    s.bestMetric = h[9];
-    s.bestStep = std::llround(h[10]);
-    s.evalsWithoutImprovement = std::llround(h[11]);
-    savedLanes_ = std::llround(h[12]);
-    savedLaneStride_ = std::llround(h[13]);
-    s.lossScale = h[14];
-    s.lossScaleGrowthTracker = std::llround(h[15]);
+  if (header[0].item<std::int64_t>() == 1) {
+    state_ = unpackTrainerState(header.slice(0, 1));
     if (!isRoot()) resumed.emplace();  // placeholder: tensors arrive by broadcast
-    resumed->trainer = s;
+    resumed->trainer = state_;
   }
   return resumed;
-}
-
-// The global order is defined by (V, seed, global batch): a resumed run keeps the values it
-// started with, whatever the config says now (DESIGN.md "Splits and global order").
-void Trainer::applyCheckpointOrder(const std::optional<CheckpointContent>& resumed) {
-  if (!resumed) {
-    state_.canonicalShards = config_.data.canonicalShards;
-    state_.seed = config_.train.seed;
-    state_.globalBatch = config_.train.globalBatch;
-    return;
-  }
-  auto keep = [&](const char* key, std::int64_t& configValue, std::int64_t saved) {
-    if (configValue != saved)
-      logger().warn(
-          "{} = {} in the config, but the run was started with {}: keeping {} so the data order "
-          "continues exactly",
-          key, configValue, saved, saved);
-    configValue = saved;
-  };
-  keep("data.canonical_shards", config_.data.canonicalShards, state_.canonicalShards);
-  keep("train.seed", config_.train.seed, state_.seed);
-  keep("train.global_batch", config_.train.globalBatch, state_.globalBatch);
-  if (config_.model.stateful && savedLaneStride_ > 0) {
-    keep("model.lanes", config_.model.lanes, savedLanes_);
-    keep("model.lane_stride", config_.model.laneStride, savedLaneStride_);
-  }
-}
-
-// Rank 0: the lane order (Note [Lane order]) a stateful run was started with, from the
-// checkpoint's config; {-1, -1} when the run was not stateful or this one is not.
-std::pair<std::int64_t, std::int64_t> Trainer::savedLaneOrder(const CheckpointContent& resumed) {
-  if (!isRoot() || !config_.model.stateful) return {-1, -1};
-  Config saved = parseConfig(resumed.configYaml, "the checkpoint's /meta config");
-  if (!saved.model.stateful) return {-1, -1};
-  return {saved.model.lanes, saved.model.laneStride};
 }
 
 void Trainer::buildModelAndOptimizer() {
@@ -258,8 +196,7 @@ void Trainer::restoreFrom(std::optional<CheckpointContent>& resumed) {
       if (!isRoot()) return;
       loadModelState(*model_, resumed->model, "checkpoint");
       optimizer_->loadState(resumed->optimizer, resumed->optimizerSteps);
-      model_->loadExtraState(resumed->extra);
-      model_->setLaneCount(laneCount());  // a loaded lane count must match the run's
+      carried_->loadOnRoot(resumed->extra);
     });
   }
   dist::synchronizeParameters(*dataComm_, *model_);
@@ -276,13 +213,8 @@ void Trainer::restoreFrom(std::optional<CheckpointContent>& resumed) {
     dataComm_->broadcast(tensor, 0, "optimizer state " + name);
   at::Tensor steps = at::full({1}, static_cast<double>(resumed->optimizerSteps), at::kDouble);
   control_.broadcast(steps, 0, "optimizer steps");
-  NamedTensors extra = model_->extraState();
-  for (auto& [name, tensor] : extra)
-    dataComm_->broadcast(tensor, 0, "extra state " + name);
-  if (!isRoot()) {
-    optimizer_->loadState(optimizer_->state(), std::llround(steps.item<double>()));
-    model_->loadExtraState(extra);
-  }
+  carried_->broadcastFromRoot();
+  if (!isRoot()) optimizer_->loadState(optimizer_->state(), std::llround(steps.item<double>()));
   resumed.reset();  // free the host copy
 }
 

@@ -13,6 +13,10 @@
 namespace mb::model {
 namespace {
 
+StatefulLanes* lanesOf(Model& model) {
+  return capability<StatefulLanes>(model);
+}
+
 const std::vector<data::InputSpec> kStreams{{"m1", 10, 5}, {"m5", 6, 3}, {"h1", 4, 2}};
 
 TEST(LstmShapes, RegressionClassificationAndMultiTarget) {
@@ -102,7 +106,7 @@ TEST(LstmStateful, CarriesStatePerLaneLikeOneLongSequence) {
   // Two 6-step passes against one 12-step pass: other kernels on the GPU.
   EXPECT_LT((out - expected).abs().max().item<double>(), test::tolerance(1e-5, 1e-4));
 
-  auto state = stateful->extraState();
+  auto state = lanesOf(*stateful)->extraState();
   ASSERT_EQ(state.size(), 2u);
   EXPECT_EQ(state[0].first, "lstm_state.m1.h");
   EXPECT_EQ(state[0].second.sizes(), (at::IntArrayRef{2, 4, 8}));  // [layers, lanes, hidden]
@@ -120,11 +124,11 @@ TEST(LstmStateful, ExtraStateRoundTripsAndResets) {
   auto batch = test::randomBatch(info, 3);
   batch.lanes = at::arange(3, at::kLong).to(test::device());
   model->forward(batch);
-  copy->loadExtraState(model->extraState());
+  lanesOf(*copy)->loadExtraState(lanesOf(*model)->extraState());
   EXPECT_TRUE(at::equal(model->forward(batch), copy->forward(batch)));
 
-  model->resetState();
-  EXPECT_TRUE(model->extraState().empty());
+  lanesOf(*model)->resetState();
+  EXPECT_TRUE(lanesOf(*model)->extraState().empty());
   model->eval();
   data::Batch noLanes = batch;
   noLanes.lanes = at::Tensor();
@@ -133,13 +137,16 @@ TEST(LstmStateful, ExtraStateRoundTripsAndResets) {
   model->train();
   EXPECT_THROW(model->forward(noLanes), RuntimeError);
 
-  auto state = model->extraState();
-  EXPECT_THROW(copy->loadExtraState({{"lstm_state.m9.h", at::zeros({2, 3, 8})}}), CheckpointError);
-  EXPECT_THROW(copy->loadExtraState({{"lstm_state.m1.h", at::zeros({1, 3, 8})}}), CheckpointError);
-  EXPECT_THROW(copy->loadExtraState({{"lstm_state.m1.h", at::zeros({2, 3, 8})}}), CheckpointError);
+  auto state = lanesOf(*model)->extraState();
+  EXPECT_THROW(lanesOf(*copy)->loadExtraState({{"lstm_state.m9.h", at::zeros({2, 3, 8})}}),
+               CheckpointError);
+  EXPECT_THROW(lanesOf(*copy)->loadExtraState({{"lstm_state.m1.h", at::zeros({1, 3, 8})}}),
+               CheckpointError);
+  EXPECT_THROW(lanesOf(*copy)->loadExtraState({{"lstm_state.m1.h", at::zeros({2, 3, 8})}}),
+               CheckpointError);
   auto stateless = test::deviceModel(test::lstmConfig(), info, 2);
-  EXPECT_TRUE(stateless->extraState().empty());
-  EXPECT_THROW(stateless->loadExtraState(copy->extraState()), CheckpointError);
+  EXPECT_TRUE(lanesOf(*stateless)->extraState().empty());
+  EXPECT_THROW(lanesOf(*stateless)->loadExtraState(lanesOf(*copy)->extraState()), CheckpointError);
 }
 
 // The trainer sizes the lanes of the whole run on every rank, so extra states agree in shape
@@ -149,23 +156,23 @@ TEST(LstmStateful, LaneCountSizesTheStateAndChecksALoadedOne) {
   config.stateful = true;
   auto info = test::seriesInfo({{"m1", 5, 3}});
   auto model = test::deviceModel(config, info, 2);
-  model->setLaneCount(6);
-  auto state = model->extraState();
+  lanesOf(*model)->setLaneCount(6);
+  auto state = lanesOf(*model)->extraState();
   ASSERT_EQ(state.size(), 2u);
   EXPECT_EQ(state[1].second.sizes(), (at::IntArrayRef{2, 6, 8}));
   EXPECT_EQ(state[1].second.abs().sum().item<double>(), 0.0);
   auto batch = test::randomBatch(info, 2);
   batch.lanes = at::tensor(std::vector<std::int64_t>{4, 1}).to(test::device());
   model->forward(batch);
-  model->setLaneCount(6);  // keeps the carried state
-  EXPECT_GT(model->extraState()[0].second.select(1, 4).abs().sum().item<double>(), 0.0);
-  EXPECT_THROW(model->setLaneCount(8), CheckpointError);
-  model->resetState();
-  model->setLaneCount(8);
-  EXPECT_EQ(model->extraState()[0].second.sizes(), (at::IntArrayRef{2, 8, 8}));
+  lanesOf(*model)->setLaneCount(6);  // keeps the carried state
+  EXPECT_GT(lanesOf(*model)->extraState()[0].second.select(1, 4).abs().sum().item<double>(), 0.0);
+  EXPECT_THROW(lanesOf(*model)->setLaneCount(8), CheckpointError);
+  lanesOf(*model)->resetState();
+  lanesOf(*model)->setLaneCount(8);
+  EXPECT_EQ(lanesOf(*model)->extraState()[0].second.sizes(), (at::IntArrayRef{2, 8, 8}));
   auto stateless = test::deviceModel(test::lstmConfig(), info, 2);
-  stateless->setLaneCount(6);
-  EXPECT_TRUE(stateless->extraState().empty());
+  lanesOf(*stateless)->setLaneCount(6);
+  EXPECT_TRUE(lanesOf(*stateless)->extraState().empty());
 }
 
 // On the CPU, or on CUDA under MEGABATCH_TEST_DEVICE=cuda.

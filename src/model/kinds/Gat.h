@@ -79,7 +79,7 @@ class GatConv : public torch::nn::Module {
 
 class TransformerEncoder;  // model.encoder = transformer (Gat.cpp)
 
-class Gat : public Model {
+class Gat : public Model, public EpochCache {
  public:
   Gat(const ModelConfig& config, const data::DataInfo& info);
 

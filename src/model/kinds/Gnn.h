@@ -41,7 +41,7 @@
 
 namespace mb::model {
 
-class Gnn : public Model {
+class Gnn : public Model, public SplitMetrics {
  public:
   Gnn(const ModelConfig& config, const data::DataInfo& info);
 

@@ -12,14 +12,15 @@
 // With model.stateful, the final (h, c) of each row are kept per lane, detached (truncated
 // BPTT), and used as the initial state of that lane's next row: batch.lanes [B] names the
 // global lane of each row. The states live in the model, one [layers, lanes, hidden] fp32
-// pair per stream. The trainer sizes them to all lanes of the run on every rank
-// (setLaneCount), so their shapes agree across ranks; a rank only advances the lanes of its
-// own shards, and a checkpoint sums every rank's own lanes (Trainer::laneStates). Without
-// setLaneCount (a model used on its own) the first lane batch sizes them to its largest lane
-// id; after that the step reads no lane id on the host (no per-step sync). Which rows form a
-// lane, and when lanes restart, is Note [Lane order] (data/pipeline/GlobalOrder.h). A batch without
-// lanes runs from a zero state (evaluation); in training mode a stateful model refuses one, because
-// silently dropping the carried state would be wrong.
+// pair per stream, behind the StatefulLanes capability (model/Model.h). The trainer sizes them
+// to all lanes of the run on every rank (setLaneCount), so their shapes agree across ranks; a
+// rank only advances the lanes of its own shards, and a checkpoint sums every rank's own lanes
+// (train/CarriedStates.h). Without setLaneCount (a model used on its own) the first lane batch
+// sizes them to its largest lane id; after that the step reads no lane id on the host (no
+// per-step sync). Which rows form a lane, and when lanes restart, is Note [Lane order]
+// (data/pipeline/GlobalOrder.h). A batch without lanes runs from a zero state (evaluation); in
+// training mode a stateful model refuses one, because silently dropping the carried state would
+// be wrong.
 //
 // Note [LSTM precision]
 // The LSTM takes its input in the weights' dtype (fp32; resident bf16 data is cast up) and
@@ -42,7 +43,7 @@
 
 namespace mb::model {
 
-class Lstm : public Model {
+class Lstm : public Model, public StatefulLanes {
  public:
   Lstm(const ModelConfig& config, const data::DataInfo& info);
 
