@@ -58,8 +58,12 @@ bool Trainer::isRoot() const {
   return runtime_.rank() == 0;
 }
 
-double Trainer::currentLr() const {
+double Trainer::nextStepLr() const {
   return learningRate(config_.optim, state_.step, totalSteps_);
+}
+
+double Trainer::lastStepLr() const {
+  return learningRate(config_.optim, state_.step - 1, totalSteps_);
 }
 
 // --- the loop ----------------------------------------------------------------------
@@ -131,7 +135,7 @@ RunOutcome Trainer::run() {
     bool last = state_.step == totalSteps_;
     logStep(step, window, last || epochEnded);
     progress_->update(state_.step, totalSteps_, step.samples,
-                      learningRate(config_.optim, state_.step - 1, totalSteps_));
+                      lastStepLr());
     if (epochEnded) {
       checkMemoryGrowth();
       logModelStatistics();
@@ -243,7 +247,7 @@ Trainer::StepResult Trainer::trainStep() {
     const double norm = optimizer_->gradNorm();
     const bool overflow = foundInf.defined() && foundInf.item<float>() > 0;
     if (std::isfinite(norm) && !overflow)
-      optimizer_->step(currentLr(), clip > 0 && norm > clip ? clip / (norm + 1e-6) : 1.0);
+      optimizer_->step(nextStepLr(), clip > 0 && norm > clip ? clip / (norm + 1e-6) : 1.0);
     // On the host: settling reads no device.
     result.check =
         foundInf.defined()
@@ -261,7 +265,7 @@ Trainer::StepResult Trainer::trainStep() {
       grad.nan_to_num_(0.0, 0.0, 0.0);  // a masked step still needs finite inputs
     at::Tensor apply = at::isfinite(gradNorm);
     if (foundInf.defined()) apply = apply.logical_and(foundInf == 0);
-    optimizer_->step(currentLr(), apply.to(at::kDouble));
+    optimizer_->step(nextStepLr(), apply.to(at::kDouble));
     result.check = foundInf.defined() ? at::stack({gradNorm, foundInf.to(at::kDouble), scaleUsed})
                                       : gradNorm.reshape({1});
   }

@@ -105,7 +105,11 @@ class Trainer {
   void checkMemoryGrowth();
 
   std::int64_t totalSteps() const { return totalSteps_; }
-  double currentLr() const;
+  // The learning rate of the step about to run (0-based index state_.step: what the optimizer
+  // applies next, and what a checkpoint records), and of the step that just finished (what log
+  // lines and metrics report).
+  double nextStepLr() const;
+  double lastStepLr() const;
   bool isRoot() const;
 
   Config config_;

@@ -88,7 +88,7 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
         .add("epoch", state_.epoch)
         .add("split", "train");
     record.add("loss", meanLoss)
-        .add("lr", learningRate(config_.optim, state_.step - 1, totalSteps_));
+        .add("lr", lastStepLr());
     record.add("samples_per_s", samplesPerSecond);
     if (tokens) record.add("tokens_per_s", tokensPerSecond);
     record.add("step_time_s", stepSeconds).add("data_time_s", phases.data / steps);
@@ -114,7 +114,7 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
       "({}){} "
       "| eta {} | mem {}",
       state_.step, totalSteps_, percent, meanLoss, scalePart,
-      learningRate(config_.optim, state_.step - 1, totalSteps_), samplesPerSecond,
+      lastStepLr(), samplesPerSecond,
       tokens ? fmt::format(" | {:.0f} tokens/s", tokensPerSecond) : std::string(),
       1000.0 * stepSeconds, split, utilisationPart, str::humanDuration(remaining),
       str::humanBytes(static_cast<double>(processMemoryBytes())));
@@ -254,7 +254,7 @@ CheckpointContent Trainer::snapshot(NamedTensors extra) const {
   content.configYaml = configToYaml(config_);
   content.dataFingerprint = data_->info().fingerprint;
   content.dataInfoYaml = data::modelSpecToYaml(data_->info());
-  content.lr = currentLr();
+  content.lr = nextStepLr();
   content.worldSize = runtime_.size();
   return content;
 }
