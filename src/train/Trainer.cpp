@@ -1,6 +1,6 @@
 // The step loop: Trainer::run() from start to end, one training step, and the checks between
 // steps. The run's start is in TrainerStart.cpp; logging, evaluation and checkpoints in
-// TrainerSchedule.cpp.
+// TrainerBetweenSteps.cpp; when each happens in Schedule.h.
 #include "train/Trainer.h"
 
 #include <unistd.h>
@@ -31,6 +31,7 @@
 #include "train/Metrics.h"
 #include "train/Optimizer.h"
 #include "train/Precision.h"
+#include "train/Schedule.h"
 #include "train/Signals.h"
 #include "train/StartedOrder.h"
 #include "train/StepPhases.h"
@@ -59,11 +60,11 @@ bool Trainer::isRoot() const {
 }
 
 double Trainer::nextStepLr() const {
-  return learningRate(config_.optim, state_.step, totalSteps_);
+  return learningRate(config_.optim, state_.step, schedule_->totalSteps());
 }
 
 double Trainer::lastStepLr() const {
-  return learningRate(config_.optim, state_.step - 1, totalSteps_);
+  return learningRate(config_.optim, state_.step - 1, schedule_->totalSteps());
 }
 
 // --- the loop ----------------------------------------------------------------------
@@ -84,8 +85,7 @@ RunOutcome Trainer::run() {
   restoreFrom(resumed);
 
   const std::int64_t perEpoch = data_->batchesPerEpoch();
-  totalSteps_ =
-      config_.train.maxSteps > 0 ? config_.train.maxSteps : config_.train.epochs * perEpoch;
+  schedule_ = std::make_unique<Schedule>(config_, perEpoch, state_.step);
   microBatch_ = config_.train.microBatch > 0
                     ? config_.train.microBatch
                     : (config_.train.globalBatch + runtime_.size() - 1) / runtime_.size();
@@ -95,19 +95,18 @@ RunOutcome Trainer::run() {
     metrics_ = std::make_unique<MetricsWriter>(
         (fs::path(config_.run.dir) / "metrics.jsonl").string(), state_.step);
   }
-  lastCheckpointStep_ = state_.step;
   logger().info(
       "training {} steps ({} per epoch) from step {}: global batch {}, micro batch {} per rank, "
       "{} ranks, precision {}",
-      totalSteps_, perEpoch, state_.step, config_.train.globalBatch, microBatch_, runtime_.size(),
-      toString(precision_));
+      schedule_->totalSteps(), perEpoch, state_.step, config_.train.globalBatch, microBatch_,
+      runtime_.size(), toString(precision_));
   carried_->describe();
 
   progress_ = std::make_unique<ProgressBar>(config_.run.progress, isRoot());
   Window window;
   bool epochStarted = false;
   RunOutcome outcome = RunOutcome::kFinished;
-  while (state_.step < totalSteps_) {
+  while (!schedule_->finished(state_)) {
     if (!epochStarted) {
       data_->beginEpoch(state_.epoch);
       model::startEpoch(*model_, state_.epoch);
@@ -131,32 +130,25 @@ RunOutcome Trainer::run() {
     pendingChecks_.push_back({state_.step, step.check});
     if (hostSyncEveryStep()) settleStepChecks();
 
-    bool epochEnded = state_.batchInEpoch == perEpoch;
-    bool last = state_.step == totalSteps_;
-    logStep(step, window, last || epochEnded);
-    progress_->update(state_.step, totalSteps_, step.samples,
-                      lastStepLr());
-    if (epochEnded) {
+    const Schedule::AfterStep after = schedule_->afterStep(state_);  // Note [Training schedule]
+    logStep(step, window, after.forceLog);
+    progress_->update(state_.step, schedule_->totalSteps(), step.samples, lastStepLr());
+    if (after.epochEnded) {
       checkMemoryGrowth();
       logModelStatistics();
       ++state_.epoch;
       state_.batchInEpoch = 0;
       epochStarted = false;
     }
-    if (state_.badSteps >= config_.train.maxBadSteps) {
+    if (schedule_->tooManyBadSteps(state_)) {
       outcome = RunOutcome::kTooManyBadSteps;
       break;
     }
-    bool evalNow = (config_.train.evalEvery > 0 && state_.step % config_.train.evalEvery == 0) ||
-                   epochEnded || last;
-    if (evalNow && afterEvaluation(evaluate(data::Split::kVal))) {
+    if (after.evaluate && afterEvaluation(evaluate(data::Split::kVal))) {
       outcome = RunOutcome::kEarlyStopped;
       break;
     }
-    bool checkpointNow = config_.run.checkpointEvery > 0
-                             ? state_.step % config_.run.checkpointEvery == 0
-                             : epochEnded;
-    if (checkpointNow || last) saveCheckpoint(last ? "end of training" : "scheduled");
+    if (after.checkpoint) saveCheckpoint(after.last ? "end of training" : "scheduled");
     if (stopRequested()) {
       outcome = RunOutcome::kPreempted;
       break;
@@ -169,7 +161,7 @@ RunOutcome Trainer::run() {
   // parameters and train.loss_scale.init.
   const double collapsedScale = collapsed ? scaler_->scale() : 0.0;
   if (collapsed) scaler_->restore(0.0, 0);
-  if (state_.step != lastCheckpointStep_) saveCheckpoint("stop");
+  if (schedule_->needsFinalCheckpoint(state_)) saveCheckpoint("stop");
   if (collapsed)
     logger().error(
         "stopping: the fp16 loss scale collapsed to {:g}: the last {} steps overflowed at a scale "

@@ -2,8 +2,9 @@
 // The training loop (read Trainer::run() from top to bottom). It ties together the resident
 // data (src/data), the model (src/model), the gradient reducer (src/dist), the optimizer,
 // checkpoints, metrics, and preemption signals. Its methods live in three files: the step loop
-// (Trainer.cpp), the run's start (TrainerStart.cpp), and what runs between steps on a schedule:
-// logging, evaluation, checkpoints (TrainerSchedule.cpp).
+// (Trainer.cpp), the run's start (TrainerStart.cpp), and what runs between steps: logging,
+// evaluation, checkpoints (TrainerBetweenSteps.cpp). When each happens is decided by Schedule
+// (Note [Training schedule]); the loop asks it.
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -42,6 +43,7 @@ class LossScaler;
 class MetricsWriter;
 class Optimizer;
 class PhaseClock;
+class Schedule;
 
 // How a run ended (the process exit code follows from it).
 enum class RunOutcome { kFinished, kEarlyStopped, kPreempted, kTooManyBadSteps };
@@ -104,7 +106,6 @@ class Trainer {
   void settleScaledStep(double norm, bool overflow, double scale);
   void checkMemoryGrowth();
 
-  std::int64_t totalSteps() const { return totalSteps_; }
   // The learning rate of the step about to run (0-based index state_.step: what the optimizer
   // applies next, and what a checkpoint records), and of the step that just finished (what log
   // lines and metrics report).
@@ -125,6 +126,7 @@ class Trainer {
   std::unique_ptr<CarriedStates>
       carried_;                         // states the model carries between steps (CarriedStates.h)
   std::unique_ptr<LossScaler> scaler_;  // Note [Loss scaling]; disabled unless fp16
+  std::unique_ptr<Schedule> schedule_;  // every "when" (Note [Training schedule])
   std::unique_ptr<CheckpointDirectory> checkpoints_;
   std::unique_ptr<MetricsWriter> metrics_;                 // rank 0 only
   std::unique_ptr<ProgressBar> progress_;                  // rank 0 on a terminal
@@ -133,9 +135,7 @@ class Trainer {
   std::unique_ptr<GpuUtilisation> gpuUtilisation_;         // rank 0 on CUDA, when NVML loads
   StarvationWatch starvation_{config_.train.gpuUtilWarn};  // after config_: reads it
   TrainerState state_;
-  std::int64_t totalSteps_ = 0;
   std::int64_t microBatch_ = 0;
-  std::int64_t lastCheckpointStep_ = -1;
   std::int64_t epochMemoryStart_ = -1;
   std::int64_t slowWindows_ = 0;  // log windows with a data or communication warning
   std::vector<PendingCheck> pendingChecks_;

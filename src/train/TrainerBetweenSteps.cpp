@@ -1,5 +1,5 @@
-// What happens between steps on a schedule: log lines and metrics records, evaluation and early
-// stopping, checkpoints (with the states the model carries, CarriedStates.h).
+// What happens between steps: log lines and metrics records, evaluation and early stopping,
+// checkpoints (with the states the model carries, CarriedStates.h). When: Schedule.h.
 #include "train/Trainer.h"
 
 #include <chrono>
@@ -26,6 +26,7 @@
 #include "train/LossScaler.h"
 #include "train/Metrics.h"
 #include "train/Optimizer.h"
+#include "train/Schedule.h"
 #include "train/StepPhases.h"
 
 namespace mb::train {
@@ -69,7 +70,7 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
   const double utilisation = sampled.value_or(-1.0);
   const std::string utilisationPart = utilisation >= 0 ? utilisationText(utilisation, split) : "";
   const double memoryMb = static_cast<double>(processMemoryBytes()) / (1 << 20);
-  const double remaining = static_cast<double>(totalSteps_ - state_.step) * stepSeconds;
+  const double remaining = static_cast<double>(schedule_->totalSteps() - state_.step) * stepSeconds;
   const bool tokens = data_->info().countsTokens;
   // fp16: the scale after this window's updates, and its overflow skips (Note [Loss scaling]).
   const double lossScale = scaler_->enabled() ? scaler_->scale() : 0.0;
@@ -87,8 +88,7 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
         .add("step", state_.step)
         .add("epoch", state_.epoch)
         .add("split", "train");
-    record.add("loss", meanLoss)
-        .add("lr", lastStepLr());
+    record.add("loss", meanLoss).add("lr", lastStepLr());
     record.add("samples_per_s", samplesPerSecond);
     if (tokens) record.add("tokens_per_s", tokensPerSecond);
     record.add("step_time_s", stepSeconds).add("data_time_s", phases.data / steps);
@@ -108,14 +108,13 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
   progress_->noteStepLine();
   progress_->setNote(scalePart);
   const double percent =
-      100.0 * static_cast<double>(state_.step) / static_cast<double>(totalSteps_);
+      100.0 * static_cast<double>(state_.step) / static_cast<double>(schedule_->totalSteps());
   logger().info(
       "step {}/{} ({:.0f}%) | loss {:.5g}{} | lr {:.3g} | {:.0f} samples/s{} | step {:.1f} ms "
       "({}){} "
       "| eta {} | mem {}",
-      state_.step, totalSteps_, percent, meanLoss, scalePart,
-      lastStepLr(), samplesPerSecond,
-      tokens ? fmt::format(" | {:.0f} tokens/s", tokensPerSecond) : std::string(),
+      state_.step, schedule_->totalSteps(), percent, meanLoss, scalePart, lastStepLr(),
+      samplesPerSecond, tokens ? fmt::format(" | {:.0f} tokens/s", tokensPerSecond) : std::string(),
       1000.0 * stepSeconds, split, utilisationPart, str::humanDuration(remaining),
       str::humanBytes(static_cast<double>(processMemoryBytes())));
   // Rank 0 speaks for the job, on the first slow window and then every 20th, so SLURM logs stay
@@ -268,7 +267,7 @@ void Trainer::saveCheckpoint(const char* reason) {
   dist::agreed(control_, "writing a checkpoint", [&] {
     if (isRoot()) path = checkpoints_->save(snapshot(std::move(extra)));
   });
-  lastCheckpointStep_ = state_.step;
+  schedule_->checkpointed(state_.step);
   logger().info("checkpoint ({}) at step {}: {} in {:.2f} s", reason, state_.step, path,
                 secondsSince(start));
 }

@@ -1,0 +1,63 @@
+// Note [Training schedule]: every "when" of a run, decided from the config and the state.
+#include <gtest/gtest.h>
+
+#include "train/Schedule.h"
+
+namespace mb::train {
+namespace {
+
+TrainerState at(std::int64_t step, std::int64_t batchInEpoch, std::int64_t badSteps = 0) {
+  TrainerState state;
+  state.step = step;
+  state.batchInEpoch = batchInEpoch;
+  state.badSteps = badSteps;
+  return state;
+}
+
+TEST(Schedule, EpochsGiveTheTotalAndEvaluateAndCheckpointAtEpochEnds) {
+  Config config;
+  config.train.maxSteps = 0;
+  config.train.epochs = 3;
+  config.train.evalEvery = 0;
+  config.run.checkpointEvery = 0;
+  Schedule schedule(config, /*batchesPerEpoch=*/10, /*startStep=*/0);
+  EXPECT_EQ(schedule.totalSteps(), 30);
+  Schedule::AfterStep mid = schedule.afterStep(at(5, 5));
+  EXPECT_FALSE(mid.epochEnded || mid.evaluate || mid.checkpoint || mid.forceLog || mid.last);
+  Schedule::AfterStep end = schedule.afterStep(at(10, 10));
+  EXPECT_TRUE(end.epochEnded && end.evaluate && end.checkpoint && end.forceLog);
+  EXPECT_FALSE(end.last);
+  EXPECT_TRUE(schedule.afterStep(at(30, 10)).last);
+  EXPECT_TRUE(schedule.finished(at(30, 0)));
+  EXPECT_FALSE(schedule.finished(at(29, 9)));
+}
+
+TEST(Schedule, StepIntervalsAndTheLastStep) {
+  Config config;
+  config.train.maxSteps = 25;
+  config.train.evalEvery = 10;
+  config.run.checkpointEvery = 4;
+  Schedule schedule(config, 100, 0);
+  EXPECT_EQ(schedule.totalSteps(), 25);
+  EXPECT_TRUE(schedule.afterStep(at(10, 10)).evaluate);
+  EXPECT_FALSE(schedule.afterStep(at(10, 10)).checkpoint);
+  EXPECT_TRUE(schedule.afterStep(at(12, 12)).checkpoint);
+  Schedule::AfterStep last = schedule.afterStep(at(25, 25));
+  EXPECT_TRUE(last.last && last.evaluate && last.checkpoint && last.forceLog);
+}
+
+TEST(Schedule, BadStepsAndTheFinalCheckpoint) {
+  Config config;
+  config.train.maxSteps = 100;
+  config.train.maxBadSteps = 3;
+  Schedule schedule(config, 50, /*startStep=*/40);
+  EXPECT_FALSE(schedule.tooManyBadSteps(at(41, 1, 2)));
+  EXPECT_TRUE(schedule.tooManyBadSteps(at(42, 2, 3)));
+  EXPECT_FALSE(schedule.needsFinalCheckpoint(at(40, 0)));  // the resumed step is on disk
+  EXPECT_TRUE(schedule.needsFinalCheckpoint(at(43, 3)));
+  schedule.checkpointed(43);
+  EXPECT_FALSE(schedule.needsFinalCheckpoint(at(43, 3)));
+}
+
+}  // namespace
+}  // namespace mb::train
