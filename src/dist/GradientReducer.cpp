@@ -43,6 +43,18 @@ bool isBoundTo(const at::Tensor& grad, const at::Tensor& view) {
          grad.strides() == view.strides();
 }
 
+// The dist.grad_dtype name of a transport dtype, for the logs.
+const char* transportName(at::ScalarType type) {
+  switch (type) {
+    case at::kBFloat16:
+      return "bf16";
+    case at::kHalf:
+      return "fp16";
+    default:
+      return "fp32";
+  }
+}
+
 }  // namespace
 
 struct GradientReducer::Impl {
@@ -57,7 +69,7 @@ struct GradientReducer::Impl {
   struct Bucket {
     std::vector<std::size_t> slots;  // indices into Impl::slots, in reverse registration order
     at::Tensor flat;                 // [numel] in the parameters' dtype and device
-    at::Tensor transport;        // [numel] bf16 when the transport dtype differs; else undefined
+    at::Tensor transport;        // [numel] bf16 or fp16 when flat's dtype differs; else undefined
     std::string label;           // "grad bucket 2/5"
     std::size_t pending = 0;     // gradients still to arrive on the last micro-step
     std::shared_ptr<Work> work;  // set once launched
@@ -279,7 +291,9 @@ GradientReducer::GradientReducer(std::shared_ptr<Communicator> comm, std::vector
     logger.debug(
         "{}: {} parameters, {}{}", bucket.label, bucket.slots.size(),
         str::humanBytes(static_cast<double>(bucket.flat.numel() * bucket.flat.element_size())),
-        bucket.transport.defined() ? " (sent as bf16)" : "");
+        bucket.transport.defined()
+            ? std::string(" (sent as ") + transportName(bucket.transport.scalar_type()) + ")"
+            : std::string());
   }
   logger.info(
       "gradient reducer: {} parameters in {} buckets (cap {:g} MiB, first {:g} MiB) over {}",

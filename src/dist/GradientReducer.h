@@ -20,8 +20,9 @@
 //    or a rank with no samples in this step: it contributes zeros), waits for all buckets,
 //    and writes the summed gradients back. The loss is already divided by the global sample
 //    count, so the sum is the exact global-batch mean, also with unequal per-rank counts.
-//  - Optional bf16 transport (dist.grad_dtype = bf16): buckets travel in bf16, gradients are
-//    accumulated and stored in fp32.
+//  - Optional compressed transport (dist.grad_dtype = bf16 or fp16): buckets travel in that
+//    dtype; gradients are accumulated and stored in the parameters' dtype (fp32 for an fp32
+//    model). A bucket whose parameters already have the transport dtype is sent as is.
 //  - Gradients live in one flat buffer per bucket: after the first prepareForBackward or
 //    finishGradients, every parameter's .grad is a view into it (PyTorch DDP's
 //    gradient_as_bucket_view). Optimizer::zero_grad() works on them (in place in LibTorch
