@@ -167,9 +167,11 @@ struct TrainConfig {
   DeviceKind device = DeviceKind::kAuto;
   bool cudaGraphs = false;
   HostSync hostSync = HostSync::kAuto;  // auto: every step on CPU, at log steps on CUDA
-  std::int64_t threads = 0;         // intra-op CPU threads per rank; 0 = cores / ranks on the node
-  double memoryGrowthWarnMb = 256;  // warn when allocated memory grows more than this per epoch
-  double gpuUtilWarn = 70;          // CUDA: warn when GPU utilisation stays below (%); 0 = off
+  std::int64_t threads = 0;  // intra-op CPU threads per rank; 0 = cores / ranks on the node
+  // MiB: warn when the resident set size (RSS) of the process grows by more than this during
+  // an epoch. RSS is host memory, also on CUDA: device memory is not counted.
+  double memoryGrowthWarnMb = 256;
+  double gpuUtilWarn = 70;  // CUDA: warn when GPU utilisation stays below (%); 0 = off
   EarlyStoppingConfig earlyStopping;
 };
 

@@ -237,7 +237,8 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("train.threads", train.threads,
                "CPU threads per rank; 0 = cores / ranks on the node", {"num_threads"}),
       MB_FIELD("train.memory_growth_warn_mb", train.memoryGrowthWarnMb,
-               "warn when memory grows more per epoch"),
+               "warn when the resident set size (RSS) of the process grows by more than this "
+               "many MiB in an epoch (host memory, also on CUDA; GPU memory is not counted)"),
       MB_FIELD("train.gpu_util_warn", train.gpuUtilWarn,
                "CUDA: warn when GPU utilisation (NVML) stays below this percent; 0 = off"),
       MB_FIELD("train.early_stopping.metric", train.earlyStopping.metric,

@@ -39,7 +39,8 @@ class MetricsWriter {
   std::ofstream out_;
 };
 
-// Resident memory of this process in bytes (CPU), or allocated device memory (CUDA builds).
+// The resident set size (RSS) of this process in bytes, from /proc/self/statm; 0 when it cannot
+// be read. Host memory only, also in CUDA builds: device memory is not part of it.
 std::int64_t processMemoryBytes();
 
 }  // namespace mb::train

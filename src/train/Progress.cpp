@@ -102,7 +102,7 @@ std::string ProgressBar::render(std::int64_t step, std::int64_t totalSteps, doub
       totalSteps > 0 ? std::clamp(static_cast<double>(step) / totalSteps, 0.0, 1.0) : 0.0;
   const std::string head = fmt::format("step {}/{} ", step, totalSteps);
   const std::string tail =
-      fmt::format(" {:3.0f}% | loss {} | lr {:.3g} | {:.0f} samples/s | eta {} | mem {}",
+      fmt::format(" {:3.0f}% | loss {} | lr {:.3g} | {:.0f} samples/s | eta {} | rss {}",
                   100 * fraction, loss >= 0 ? fmt::format("{:.5g}", loss) : std::string("-"), lr,
                   samplesPerSecond, str::humanDuration(secondsLeft), str::humanBytes(memoryBytes));
   // The bar takes what the numbers leave of the line, between 10 and 30 cells.

@@ -11,7 +11,7 @@ TEST(ProgressBar, ShowsStepLossRateEtaAndMemory) {
   std::string line =
       ProgressBar::render(1200, 5000, 1.40234, 3.2e-3, 1850.4, 123, 218.0 * (1 << 20), 120);
   EXPECT_NE(line.find("step 1200/5000 ["), std::string::npos) << line;
-  EXPECT_NE(line.find(" 24% | loss 1.4023 | lr 0.0032 | 1850 samples/s | eta 2m03s | mem 218"),
+  EXPECT_NE(line.find(" 24% | loss 1.4023 | lr 0.0032 | 1850 samples/s | eta 2m03s | rss 218"),
             std::string::npos)
       << line;
   EXPECT_LE(line.size(), 119u);
