@@ -8,8 +8,9 @@
 #     *Cuda.cpp sources in the binary);
 #   - the multi-rank MPI tests (smoke, DDP, collectives, loss scaler at 2 ranks): Open MPI and the
 #     autograd hooks in a binary that also links NCCL and the CUDA runtime;
-#   - the CLI test and three training runs through the CLI (2-rank SIGTERM -> resume, an elastic
-#     resume, train.cuda_graphs): a CUDA binary on the CPU trains and resumes bit for bit;
+#   - the CLI test and two training runs through the CLI (2-rank SIGTERM -> resume, an elastic
+#     resume): a CUDA binary on the CPU trains and resumes bit for bit; and the removed key
+#     train.cuda_graphs, which that binary refuses in a config file and an override (exit 2);
 #   - py.cuda.gpuless: what a CUDA binary must do without a GPU (tests/cuda/test_gpuless.py).
 # The same stage also runs the tests labelled torch2 (tests/Torch2.cmake: the PyTorch parity,
 # TorchScript and fp16 tests) in this build, against python3-torch-cuda 2.6 of the same root on
@@ -21,7 +22,7 @@ set(MB_CUDA_BUILD_TESTS
   mpi.smoke.np2 mpi.ddp.np2 mpi.collectives.np2 mpi.loss_scaler.np2 py.cli
   py.train.sigterm_to_every_rank_checkpoints_and_resumes
   py.train.elastic_resume_matches_uninterrupted_run
-  py.train.cuda_graphs_setting_is_not_silently_ignored)
+  py.train.cuda_graphs_key_is_refused_as_removed)
 set(MB_CUDA_BUILD_TARGETS megabatch megabatch_unit_tests megabatch_mpi_tests megabatch_optimizer_reference
     megabatch_model_parity)
 

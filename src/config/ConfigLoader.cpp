@@ -21,6 +21,12 @@ namespace {
   throw ConfigError(where + "unknown config key '" + key + "'", hint);
 }
 
+// Note [Removed config keys] (ConfigSchema.h). `fix` says what to delete.
+[[noreturn]] void removedKey(const RemovedConfigKey& removed, const std::string& where,
+                             const std::string& fix) {
+  throw ConfigError(where + "config key '" + removed.key + "' was removed: " + removed.why, fix);
+}
+
 std::vector<std::string> sectionKeys(const std::string& section) {
   std::vector<std::string> keys;
   for (const auto& field : configFields()) {
@@ -34,8 +40,9 @@ std::vector<std::string> sectionKeys(const std::string& section) {
 }
 
 // Walks a YAML map, assigning leaves to fields and rejecting keys the schema does not know.
+// A removed key is skipped in a checkpoint's config and refused in a user's.
 void assignTree(Config& config, const YAML::Node& node, const std::string& prefix,
-                const std::string& where) {
+                const std::string& where, ConfigOrigin origin) {
   for (const auto& entry : node) {
     if (!entry.first.IsScalar()) throw ConfigError(where + "config keys must be plain names");
     std::string key = prefix.empty() ? entry.first.Scalar() : prefix + "." + entry.first.Scalar();
@@ -51,7 +58,11 @@ void assignTree(Config& config, const YAML::Node& node, const std::string& prefi
       if (!entry.second.IsMap())
         throw ConfigError(where + key + ": expected a section with keys " +
                           str::join(sectionKeys(key), ", "));
-      assignTree(config, entry.second, key, where);
+      assignTree(config, entry.second, key, where, origin);
+    } else if (const RemovedConfigKey* removed = findRemovedConfigKey(key)) {
+      if (origin == ConfigOrigin::kCheckpoint) continue;
+      removedKey(*removed, where,
+                 "delete " + key + " from the config file; the run is the same without it");
     } else {
       unknownKey(key, where);
     }
@@ -82,19 +93,22 @@ void applyOverride(Config& config, const std::string& assignment) {
       throw ConfigError(
           "override '" + key + "' names a section, not a key",
           "set one of its keys: " + key + "." + str::join(sectionKeys(key), ", " + key + "."));
+    if (const RemovedConfigKey* removed = findRemovedConfigKey(key))
+      removedKey(*removed, "override: ",
+                 "delete the override " + assignment + "; the run is the same without it");
     unknownKey(key, "override: ");
   }
   field->assign(config, parseYaml(value, "override " + key));
 }
 
 Config parseConfig(const std::string& yamlText, const std::string& sourceName,
-                   const std::vector<std::string>& overrides) {
+                   const std::vector<std::string>& overrides, ConfigOrigin origin) {
   Config config;
   YAML::Node root = parseYaml(yamlText, sourceName);
   if (root.IsDefined() && !root.IsNull()) {
     if (!root.IsMap())
       throw ConfigError(sourceName + ": the config must be a YAML map of sections");
-    assignTree(config, root, "", sourceName + ": ");
+    assignTree(config, root, "", sourceName + ": ", origin);
   }
   for (const auto& assignment : overrides)
     applyOverride(config, assignment);
@@ -117,7 +131,7 @@ Config loadConfigFile(const std::string& path, const std::vector<std::string>& o
   std::stringstream text;
   text << in.rdbuf();
   if (in.bad()) throw ConfigError("cannot read config file '" + path + "': read error");
-  return parseConfig(text.str(), path, overrides);
+  return parseConfig(text.str(), path, overrides, ConfigOrigin::kUser);
 }
 
 std::string configToYaml(const Config& config) {

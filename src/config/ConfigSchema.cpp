@@ -229,8 +229,6 @@ std::vector<ConfigField> buildFields() {
                "consecutive non-finite steps before stopping"),
       MB_FIELD("train.seed", train.seed, "seed for init and data order", {"random_seed"}),
       MB_FIELD("train.device", train.device, "auto, cpu, or cuda"),
-      MB_FIELD("train.cuda_graphs", train.cudaGraphs,
-               "capture the step in a CUDA graph (not implemented yet: warns, runs eagerly)"),
       MB_FIELD("train.host_sync", train.hostSync,
                "when the host reads the gradient norm: step, log (the update is masked on the "
                "device; bad steps are counted at log steps), auto (step on CPU, log on CUDA)"),
@@ -287,6 +285,19 @@ const std::vector<ConfigField>& configFields() {
 const ConfigField* findConfigField(const std::string& key) {
   for (const auto& field : configFields()) {
     if (field.key == key) return &field;
+  }
+  return nullptr;
+}
+
+// Note [Removed config keys]: one entry per key taken out of the schema.
+const RemovedConfigKey* findRemovedConfigKey(const std::string& key) {
+  static const std::vector<RemovedConfigKey> removed{
+      {"train.cuda_graphs",
+       "megabatch never implemented capturing the step in a CUDA graph; the key was accepted and "
+       "did nothing (the step always ran eagerly)"},
+  };
+  for (const auto& entry : removed) {
+    if (entry.key == key) return &entry;
   }
   return nullptr;
 }

@@ -29,6 +29,20 @@ const std::vector<ConfigField>& configFields();
 const ConfigField* findConfigField(const std::string& key);
 // True for "optim", "data.split": a prefix of some key.
 bool isConfigSection(const std::string& key);
+// Note [Removed config keys]
+// A key megabatch no longer has is listed with the reason it went, so a user who still sets it
+// learns why and what to do instead of reading "unknown config key". Every checkpoint stores its
+// whole resolved config (configToYaml: every key), so the /meta config of a checkpoint written
+// before the removal still holds the key: parseConfig drops it there without a word
+// (ConfigOrigin::kCheckpoint), while a user's config file or override naming it is a ConfigError
+// (exit 2) whose hint says to delete it (ConfigLoader.cpp).
+struct RemovedConfigKey {
+  std::string key;  // dotted: "train.cuda_graphs"
+  std::string why;  // completes "config key 'train.cuda_graphs' was removed: ..."
+};
+// The removed key named `key`, or nullptr when `key` was never removed.
+const RemovedConfigKey* findRemovedConfigKey(const std::string& key);
+
 // The closest known key to a mistyped one ("optim.lerning_rate" -> "optim.lr"), or "" if none
 // is close enough to be a useful suggestion.
 std::string suggestConfigKey(const std::string& unknownKey);

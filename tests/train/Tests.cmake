@@ -12,7 +12,7 @@ foreach(case elastic_resume_matches_uninterrupted_run nan_step_is_skipped_on_eve
              too_many_bad_steps_stops_cleanly bf16_trains_like_fp32 keep_last_latest_and_best
              sigterm_to_every_rank_checkpoints_and_resumes progress_bar_on_a_terminal_and_lines_otherwise
              stateful_lanes_are_world_size_independent_and_resume stateful_config_errors
-             cuda_graphs_setting_is_not_silently_ignored host_sync_log_masks_bad_steps_on_the_device)
+             cuda_graphs_key_is_refused_as_removed host_sync_log_masks_bad_steps_on_the_device)
   mb_add_python_test(train.${case} train/test_training.py ARGS TrainingTest.test_${case} TIMEOUT 900)
 endforeach()
 

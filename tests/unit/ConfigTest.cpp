@@ -74,6 +74,35 @@ TEST(Config, UnknownOverrideKeySuggestsClosest) {
   EXPECT_TRUE(contains(message, "did you mean train.max_steps?")) << message;
 }
 
+// Note [Removed config keys]: refused with the reason and the fix in a user's config file and on
+// the command line, skipped in the config a checkpoint written before the removal stores.
+TEST(Config, RemovedKeyIsRefusedFromUsersAndSkippedInCheckpoints) {
+  std::string message = configErrorOf(
+      [] { parseConfig("train: {cuda_graphs: true}", "c.yaml", {}, ConfigOrigin::kUser); });
+  EXPECT_TRUE(contains(message, "c.yaml: config key 'train.cuda_graphs' was removed")) << message;
+  EXPECT_TRUE(contains(message, "never implemented")) << message;
+  EXPECT_TRUE(contains(message, "delete train.cuda_graphs from the config file")) << message;
+  EXPECT_FALSE(contains(message, "unknown config key")) << message;
+  for (ConfigOrigin origin : {ConfigOrigin::kUser, ConfigOrigin::kCheckpoint}) {
+    message =
+        configErrorOf([&] { parseConfig("", "c.yaml", {"train.cuda_graphs=false"}, origin); });
+    EXPECT_TRUE(contains(message, "override: config key 'train.cuda_graphs' was removed"))
+        << message;
+    EXPECT_TRUE(contains(message, "delete the override train.cuda_graphs=false")) << message;
+  }
+  Config stored =
+      parseConfig("train: {max_steps: 7, cuda_graphs: true}\noptim: {lr: 0.5}", "ckpt /meta");
+  EXPECT_EQ(stored.train.maxSteps, 7);
+  EXPECT_DOUBLE_EQ(stored.optim.lr, 0.5);
+  EXPECT_FALSE(contains(configToYaml(stored), "cuda_graphs"));
+  EXPECT_EQ(findConfigField("train.cuda_graphs"), nullptr);
+  ASSERT_NE(findRemovedConfigKey("train.cuda_graphs"), nullptr);
+  EXPECT_EQ(findRemovedConfigKey("train.max_steps"), nullptr);
+  // Other unknown keys stay errors in a checkpoint's config too.
+  message = configErrorOf([] { parseConfig("train: {cuda_graph: true}", "ckpt /meta"); });
+  EXPECT_TRUE(contains(message, "unknown config key 'train.cuda_graph'")) << message;
+}
+
 TEST(Config, WrongTypeNamesKeyAndValue) {
   std::string message = configErrorOf([] { parseConfig("train: {global_batch: many}", "c.yaml"); });
   EXPECT_TRUE(contains(message, "c.yaml: train.global_batch")) << message;  // names the file
