@@ -18,7 +18,7 @@
 // one rank makes the sum inf on all of them (tests/mpi/LossScalerTest.cpp).
 // S is a float32 0-d tensor on the training device, as GradScaler's, so neither the unscale nor
 // the update reads the host: with train.host_sync = log the host sees S and the skips only at
-// log steps (Note [Step checks] in Trainer.cpp).
+// log steps (Note [Step checks] in StepChecks.h).
 // An overflow skip is normal: it is counted (skipped_steps and loss_scale in metrics.jsonl), not
 // warned about. A scale that keeps falling means the gradients are not finite at any scale (a
 // NaN in the data or the model, too high a learning rate): when train.max_bad_steps steps in a

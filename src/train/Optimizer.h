@@ -35,7 +35,7 @@ class Optimizer {
   // The same update, taken or not by the device: `apply` is a 0-d float on the parameters'
   // device, 1 to update and 0 to leave parameters, state and step count exactly as they are.
   // Gradients must be finite (zero them where apply is 0). Nothing is read on the host, so the
-  // step needs no device sync (Note [Step checks] in Trainer.cpp).
+  // step needs no device sync (Note [Step checks] in StepChecks.h).
   void step(double lr, const at::Tensor& apply);
   // Sets every gradient to zero (keeps the storage: the reducer writes into it).
   void zeroGrad();

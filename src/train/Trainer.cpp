@@ -30,10 +30,12 @@
 #include "train/LossScaler.h"
 #include "train/Metrics.h"
 #include "train/Optimizer.h"
+#include "train/PaceWatch.h"
 #include "train/Precision.h"
 #include "train/Schedule.h"
 #include "train/Signals.h"
 #include "train/StartedOrder.h"
+#include "train/StepChecks.h"
 #include "train/StepPhases.h"
 #include "train/StepProfiler.h"
 
@@ -50,13 +52,22 @@ spdlog::logger& logger() {
 Trainer::Trainer(Config config, dist::Runtime& runtime, const ProfileRequest& profile)
     : config_(std::move(config)),
       runtime_(runtime),
-      control_(runtime.control()),
       profiler_(std::make_unique<StepProfiler>(runtime.rank(), profile)) {}
 
 Trainer::~Trainer() = default;
 
 bool Trainer::isRoot() const {
   return runtime_.rank() == 0;
+}
+
+dist::Communicator& Trainer::control() const {
+  return runtime_.control();
+}
+
+std::int64_t Trainer::microBatch() const {
+  return config_.train.microBatch > 0
+             ? config_.train.microBatch
+             : (config_.train.globalBatch + runtime_.size() - 1) / runtime_.size();
 }
 
 double Trainer::nextStepLr() const {
@@ -77,18 +88,15 @@ RunOutcome Trainer::run() {
   prepareRunDirectory();
   warnIfCpuPrecisionIsSlow();  // after the run directory: the warning belongs in train.log
   std::optional<CheckpointContent> resumed = findResumePoint();
-  keepStartedOrder(config_, state_, resumed, control_);
+  keepStartedOrder(config_, state_, resumed, control());
 
-  data_ = data::ShardedData::load(config_, control_, device_);
+  data_ = data::ShardedData::load(config_, control(), device_);
   buildModelAndOptimizer();
   carried_ = std::make_unique<CarriedStates>(*model_, *data_, *dataComm_);
   restoreFrom(resumed);
 
   const std::int64_t perEpoch = data_->batchesPerEpoch();
   schedule_ = std::make_unique<Schedule>(config_, perEpoch, state_.step);
-  microBatch_ = config_.train.microBatch > 0
-                    ? config_.train.microBatch
-                    : (config_.train.globalBatch + runtime_.size() - 1) / runtime_.size();
   if (isRoot()) {
     writeFileAtomically((fs::path(config_.run.dir) / "config.yaml").string(),
                         configToYaml(config_));
@@ -98,7 +106,7 @@ RunOutcome Trainer::run() {
   logger().info(
       "training {} steps ({} per epoch) from step {}: global batch {}, micro batch {} per rank, "
       "{} ranks, precision {}",
-      schedule_->totalSteps(), perEpoch, state_.step, config_.train.globalBatch, microBatch_,
+      schedule_->totalSteps(), perEpoch, state_.step, config_.train.globalBatch, microBatch(),
       runtime_.size(), toString(precision_));
   carried_->describe();
 
@@ -111,7 +119,7 @@ RunOutcome Trainer::run() {
       data_->beginEpoch(state_.epoch);
       model::startEpoch(*model_, state_.epoch);
       epochStarted = true;
-      epochMemoryStart_ = processMemoryBytes();
+      pace_->epochStarted();
     }
     carried_->beforeBatch(state_.batchInEpoch);
     StepResult step;
@@ -127,14 +135,14 @@ RunOutcome Trainer::run() {
     ++state_.step;
     ++state_.batchInEpoch;
     state_.samplesSeen += data_->globalCount(state_.batchInEpoch - 1);
-    pendingChecks_.push_back({state_.step, step.check});
-    if (hostSyncEveryStep()) settleStepChecks();
+    checks_->add(state_.step, step.check);
+    if (hostSyncEveryStep()) checks_->settle(state_);
 
     const Schedule::AfterStep after = schedule_->afterStep(state_);  // Note [Training schedule]
     logStep(step, window, after.forceLog);
     progress_->update(state_.step, schedule_->totalSteps(), step.samples, lastStepLr());
     if (after.epochEnded) {
-      checkMemoryGrowth();
+      pace_->epochEnded(state_.epoch);
       logModelStatistics();
       ++state_.epoch;
       state_.batchInEpoch = 0;
@@ -155,7 +163,7 @@ RunOutcome Trainer::run() {
     }
   }
   progress_->finish();
-  settleStepChecks();
+  checks_->settle(state_);
   const bool collapsed = outcome == RunOutcome::kTooManyBadSteps && scaler_->enabled();
   // A resume must not start from the collapsed scale: the checkpoint keeps the last good
   // parameters and train.loss_scale.init.
@@ -189,7 +197,7 @@ Trainer::StepResult Trainer::trainStep() {
   // Note: the loss is divided by the GLOBAL count, so summed gradients are the global mean.
   const double normalizer =
       static_cast<double>(global) * static_cast<double>(model_->termsPerSample());
-  const std::int64_t microSteps = (local + microBatch_ - 1) / microBatch_;
+  const std::int64_t microSteps = (local + microBatch() - 1) / microBatch();
   StepResult result;
   result.samples = global;
   model_->train();
@@ -198,8 +206,8 @@ Trainer::StepResult Trainer::trainStep() {
   if (microSteps == 0) reducer_->prepareForBackward(true);  // contribute zero gradients
   WorkProgress slowStep(slowStepProgress(state_.step + 1, microSteps));
   for (std::int64_t m = 0; m < microSteps; ++m) {
-    const std::int64_t begin = m * microBatch_;
-    const std::int64_t end = std::min(local, begin + microBatch_);
+    const std::int64_t begin = m * microBatch();
+    const std::int64_t end = std::min(local, begin + microBatch());
     reducer_->prepareForBackward(m == microSteps - 1);
     data::Batch micro = data_->trainBatch(batch, begin, end, at::kFloat);
     phases_->mark(Phase::kData);
@@ -288,19 +296,7 @@ WorkProgress::Options Trainer::slowStepProgress(std::int64_t step, std::int64_t 
   return shown;
 }
 
-// Note [Step checks]
-// Each step's global gradient norm decides whether the update is taken (a non-finite norm
-// skips it on every rank: the gradients are all-reduced, so every rank sees the same norm) and
-// how much it is clipped. Reading the norm on the host every step (train.host_sync = step)
-// stalls a GPU once per step: the host waits for the backward pass before it can queue the
-// optimizer and the next step. With host_sync = log the decision stays on the device: the
-// clip factor is a device tensor, non-finite gradients are zeroed, and the optimizer's update
-// is multiplied by a 0/1 `apply` flag (Optimizer::step(lr, apply)). The host reads the pending
-// norms in one transfer at log steps, before checkpoints and at the end: only then are
-// skipped steps reported and counted towards train.max_bad_steps, so a run of bad steps stops
-// at the next log step after the limit rather than exactly at it (those extra steps are
-// skipped too, so the parameters are the same). CPU runs keep host_sync = step: there is no
-// device to wait for, and the foreach update is cheaper there.
+// Note [Step checks] (StepChecks.h): CPU runs read every step's check at once.
 bool Trainer::hostSyncEveryStep() const {
   switch (config_.train.hostSync) {
     case HostSync::kStep:
@@ -313,68 +309,18 @@ bool Trainer::hostSyncEveryStep() const {
   return !device_.is_cuda();
 }
 
-void Trainer::settleStepChecks() {
-  if (pendingChecks_.empty()) return;
-  std::vector<at::Tensor> checks;
-  for (const auto& check : pendingChecks_)
-    checks.push_back(check.values);
-  at::Tensor host = at::stack(checks).to(at::kCPU, at::kDouble);  // [steps, 1 or 3]
-  auto read = host.accessor<double, 2>();
-  for (std::size_t i = 0; i < pendingChecks_.size(); ++i) {
-    const auto row = static_cast<std::int64_t>(i);
-    const double norm = read[row][0];
-    lastGradNorm_ = norm;
-    if (scaler_->enabled()) {
-      settleScaledStep(norm, read[row][1] > 0, read[row][2]);
-      continue;
-    }
-    const bool skipped = !std::isfinite(norm);  // the rule both step paths apply
-    state_.badSteps = skipped ? state_.badSteps + 1 : 0;
-    if (!skipped) continue;
-    ++skippedInWindow_;
-    logger().warn(
-        "step {}: non-finite gradient norm ({}); update skipped on every rank ({} in a row)",
-        pendingChecks_[i].step, norm, state_.badSteps);
-  }
-  pendingChecks_.clear();
-}
-
-// fp16 (Note [Loss scaling]): an overflow skips the step quietly; only overflows in a row at a
-// scale under train.loss_scale.min count towards train.max_bad_steps.
-void Trainer::settleScaledStep(double norm, bool overflow, double scale) {
-  const bool skipped = overflow || !std::isfinite(norm);
-  if (!skipped) {
-    state_.badSteps = 0;
-    return;
-  }
-  ++skippedInWindow_;
-  state_.badSteps = scale < config_.train.lossScale.min ? state_.badSteps + 1 : 0;
-}
-
 // All ranks agree at every step boundary: a signal to any rank stops every rank.
 bool Trainer::stopRequested() {
   const bool stopFault = dist::trainingFaults().stopAfter(state_.step);  // FaultInjection.h
   int local = stopFault ? SIGTERM : pendingStopSignal();
   at::Tensor flag = at::full({1}, local, at::kInt);
-  control_.allReduce(flag, dist::ReduceOp::kMax, "stop flag");
+  control().allReduce(flag, dist::ReduceOp::kMax, "stop flag");
   int signal = flag.item<int>();
   if (signal == 0) return false;
   logger().warn(
       "{} received: stopping at step {} after a checkpoint; run the same command again to resume",
       signalName(signal), state_.step);
   return true;
-}
-
-void Trainer::checkMemoryGrowth() {
-  std::int64_t now = processMemoryBytes();
-  double growthMb = static_cast<double>(now - epochMemoryStart_) / (1 << 20);
-  if (epochMemoryStart_ > 0 && state_.epoch > 0 && growthMb > config_.train.memoryGrowthWarnMb)
-    logger().warn(
-        "memory grew by {:.0f} MiB during epoch {} (now {}); a steady climb across epochs is a "
-        "leak "
-        "(train.memory_growth_warn_mb = {:g})",
-        growthMb, state_.epoch, str::humanBytes(static_cast<double>(now)),
-        config_.train.memoryGrowthWarnMb);
 }
 
 }  // namespace mb::train

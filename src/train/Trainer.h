@@ -19,7 +19,6 @@
 #include "config/Config.h"
 #include "data/DataInfo.h"
 #include "train/Checkpoint.h"
-#include "train/GpuUtilisation.h"
 #include "train/Progress.h"
 #include "train/StepProfiler.h"
 
@@ -42,8 +41,10 @@ class CheckpointDirectory;
 class LossScaler;
 class MetricsWriter;
 class Optimizer;
+class PaceWatch;
 class PhaseClock;
 class Schedule;
+class StepChecks;
 
 // How a run ended (the process exit code follows from it).
 enum class RunOutcome { kFinished, kEarlyStopped, kPreempted, kTooManyBadSteps };
@@ -72,12 +73,6 @@ class Trainer {
     std::int64_t samples = 0;
     at::Tensor lossSum;  // sum over steps of this rank's normalised loss contribution
   };
-  // A finished step whose gradient norm the host has not read yet (Note [Step checks]).
-  struct PendingCheck {
-    std::int64_t step = 0;
-    at::Tensor values;  // StepResult::check
-  };
-
   void setUpDevice();
   void warnIfCpuPrecisionIsSlow();  // Note [CPU precision]
   void prepareRunDirectory();
@@ -96,15 +91,8 @@ class Trainer {
   CheckpointContent snapshot(NamedTensors extra) const;
   bool stopRequested();
   void logStep(const StepResult& step, Window& window, bool force);
-  // The log line's GPU utilisation part (Note [GPU utilisation]), and its warning; "" on CPU.
-  std::string utilisationText(double utilisation, const std::string& split);
   void logModelStatistics() const;
   bool hostSyncEveryStep() const;
-  // Reads the pending steps' norms (one transfer), warns about skipped ones and updates the run
-  // of consecutive bad steps; a no-op when nothing is pending.
-  void settleStepChecks();
-  void settleScaledStep(double norm, bool overflow, double scale);
-  void checkMemoryGrowth();
 
   // The learning rate of the step about to run (0-based index state_.step: what the optimizer
   // applies next, and what a checkpoint records), and of the step that just finished (what log
@@ -112,10 +100,12 @@ class Trainer {
   double nextStepLr() const;
   double lastStepLr() const;
   bool isRoot() const;
+  dist::Communicator& control() const;  // the runtime's control communicator
+  // Samples per micro-batch on this rank: train.micro_batch, else its share of the global batch.
+  std::int64_t microBatch() const;
 
   Config config_;
   dist::Runtime& runtime_;
-  dist::Communicator& control_;
   std::shared_ptr<dist::Communicator> dataComm_;
   c10::Device device_{c10::kCPU};
   DType precision_ = DType::kFp32;  // train.precision as resolved for device_ (choosePrecision)
@@ -123,24 +113,17 @@ class Trainer {
   std::shared_ptr<model::Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<dist::GradientReducer> reducer_;
-  std::unique_ptr<CarriedStates>
-      carried_;                         // states the model carries between steps (CarriedStates.h)
-  std::unique_ptr<LossScaler> scaler_;  // Note [Loss scaling]; disabled unless fp16
-  std::unique_ptr<Schedule> schedule_;  // every "when" (Note [Training schedule])
+  std::unique_ptr<CarriedStates> carried_;  // what the model carries between steps
+  std::unique_ptr<LossScaler> scaler_;      // Note [Loss scaling]; disabled unless fp16
+  std::unique_ptr<Schedule> schedule_;      // every "when" (Note [Training schedule])
   std::unique_ptr<CheckpointDirectory> checkpoints_;
-  std::unique_ptr<MetricsWriter> metrics_;                 // rank 0 only
-  std::unique_ptr<ProgressBar> progress_;                  // rank 0 on a terminal
-  std::unique_ptr<PhaseClock> phases_;                     // Note [Step phases]
-  std::unique_ptr<StepProfiler> profiler_;                 // Note [Operator profile]
-  std::unique_ptr<GpuUtilisation> gpuUtilisation_;         // rank 0 on CUDA, when NVML loads
-  StarvationWatch starvation_{config_.train.gpuUtilWarn};  // after config_: reads it
+  std::unique_ptr<MetricsWriter> metrics_;  // rank 0 only
+  std::unique_ptr<ProgressBar> progress_;   // rank 0 on a terminal
+  std::unique_ptr<PhaseClock> phases_;      // Note [Step phases]
+  std::unique_ptr<StepProfiler> profiler_;  // Note [Operator profile]
+  std::unique_ptr<PaceWatch> pace_;         // warnings: starved, slow, growing
+  std::unique_ptr<StepChecks> checks_;      // Note [Step checks]
   TrainerState state_;
-  std::int64_t microBatch_ = 0;
-  std::int64_t epochMemoryStart_ = -1;
-  std::int64_t slowWindows_ = 0;  // log windows with a data or communication warning
-  std::vector<PendingCheck> pendingChecks_;
-  std::int64_t skippedInWindow_ = 0;  // settled steps of the current log window
-  double lastGradNorm_ = 0;
 };
 
 }  // namespace mb::train

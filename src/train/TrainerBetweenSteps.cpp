@@ -26,7 +26,9 @@
 #include "train/LossScaler.h"
 #include "train/Metrics.h"
 #include "train/Optimizer.h"
+#include "train/PaceWatch.h"
 #include "train/Schedule.h"
+#include "train/StepChecks.h"
 #include "train/StepPhases.h"
 
 namespace mb::train {
@@ -49,11 +51,11 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
   window.samples += step.samples;
   window.lossSum = window.lossSum.defined() ? window.lossSum + step.loss : step.loss.clone();
   if (!force && state_.step % config_.run.logEvery != 0) return;
-  settleStepChecks();
+  checks_->settle(state_);
 
   // One host sync and one small all-reduce per log line, never per step.
   at::Tensor loss = window.lossSum.to(at::kCPU, at::kDouble).reshape({1});
-  control_.allReduce(loss, dist::ReduceOp::kSum, "metrics");
+  control().allReduce(loss, dist::ReduceOp::kSum, "metrics");
   const double meanLoss = loss.item<double>() / static_cast<double>(window.steps);
   const double elapsed = std::max(secondsSince(window.start), 1e-9);
   const double samplesPerSecond = static_cast<double>(window.samples) / elapsed;
@@ -65,10 +67,8 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
   const std::string split = fmt::format("data {:.0f}% fwd-bwd {:.0f}% comm {:.0f}% opt {:.0f}%",
                                         100 * dataShare, 100 * phases.forwardBackward / elapsed,
                                         100 * commShare, 100 * phases.optimizer / elapsed);
-  // Note [GPU utilisation]: rank 0 on CUDA; negative when there is none to report.
-  std::optional<double> sampled = gpuUtilisation_ ? gpuUtilisation_->sinceLastCall() : std::nullopt;
-  const double utilisation = sampled.value_or(-1.0);
-  const std::string utilisationPart = utilisation >= 0 ? utilisationText(utilisation, split) : "";
+  double utilisation = -1;  // Note [GPU utilisation]: rank 0 on CUDA; negative when none
+  const std::string utilisationPart = pace_->gpuPart(split, utilisation);
   const double memoryMb = static_cast<double>(processMemoryBytes()) / (1 << 20);
   const double remaining = static_cast<double>(schedule_->totalSteps() - state_.step) * stepSeconds;
   const bool tokens = data_->info().countsTokens;
@@ -77,8 +77,9 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
   const std::string scalePart =
       scaler_->enabled()
           ? fmt::format(" | scale {:g}{}", lossScale,
-                        skippedInWindow_ > 0 ? fmt::format(" ({} skipped)", skippedInWindow_)
-                                             : std::string())
+                        checks_->skippedInWindow() > 0
+                            ? fmt::format(" ({} skipped)", checks_->skippedInWindow())
+                            : std::string())
           : std::string();
   const double tokensPerSecond =
       tokens ? samplesPerSecond * static_cast<double>(model_->termsPerSample()) : 0;
@@ -99,7 +100,8 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
     if (utilisation >= 0) record.add("gpu_util", utilisation);
     for (const auto& [name, value] : model::statistics(*model_))
       record.add(name, value);
-    record.add("grad_norm", lastGradNorm_).add("skipped_steps", skippedInWindow_);
+    record.add("grad_norm", checks_->lastGradNorm())
+        .add("skipped_steps", checks_->skippedInWindow());
     if (scaler_->enabled()) record.add("loss_scale", lossScale);
     record.add("time", static_cast<double>(std::time(nullptr)));
     metrics_->write(record);
@@ -117,37 +119,9 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
       samplesPerSecond, tokens ? fmt::format(" | {:.0f} tokens/s", tokensPerSecond) : std::string(),
       1000.0 * stepSeconds, split, utilisationPart, str::humanDuration(remaining),
       str::humanBytes(static_cast<double>(processMemoryBytes())));
-  // Rank 0 speaks for the job, on the first slow window and then every 20th, so SLURM logs stay
-  // readable.
-  const bool slowData = dataShare > 0.10;
-  const bool slowComm = commShare > 0.10 && runtime_.size() > 1;
-  if (isRoot() && (slowData || slowComm) && slowWindows_++ % 20 == 0) {
-    if (slowData)
-      logger().warn(
-          "input pipeline: data time is {:.0f}% of step time; the model waits for batches "
-          "(use data.residency=device or host rather than stream, or give each rank more threads)",
-          100 * dataShare);
-    if (slowComm)
-      logger().warn(
-          "communication: waiting for gradients takes {:.0f}% of step time (a slower rank, or the "
-          "network: try a larger per-rank batch, dist.grad_dtype=bf16, or fewer ranks per node)",
-          100 * commShare);
-  }
+  pace_->judgeWindow(dataShare, commShare);
   window = Window();
-  skippedInWindow_ = 0;
-}
-
-// Rank 0 on CUDA: " | gpu 64%", and a warning when the utilisation stays under
-// train.gpu_util_warn (StarvationWatch: two judged log windows in a row, the first window not
-// judged, then every 20th).
-std::string Trainer::utilisationText(double utilisation, const std::string& split) {
-  if (starvation_.observe(utilisation))
-    logger().warn(
-        "GPU utilisation is {:.0f}%, under train.gpu_util_warn = {:g}% for {} log windows: the GPU "
-        "waits for the host (step time: {}). Try a larger train.global_batch, "
-        "data.residency=device, fewer ranks per GPU, or train.precision=bf16",
-        utilisation, config_.train.gpuUtilWarn, starvation_.lowWindows(), split);
-  return fmt::format(" | gpu {:.0f}%", utilisation);
+  checks_->startWindow();
 }
 
 void Trainer::logModelStatistics() const {
@@ -163,7 +137,7 @@ std::map<std::string, double> Trainer::evaluate(data::Split split) {
   auto start = Clock::now();
   dist::averageBuffers(*dataComm_, *model_);  // Note [Buffers across ranks]
   EvalOptions options;
-  options.microBatch = evalMicroBatch(microBatch_, device_);
+  options.microBatch = evalMicroBatch(microBatch(), device_);
   options.precision = precision_;
   options.context = fmt::format(" at step {}", state_.step);
   options.progress = workProgressMode(config_.run.progress);
@@ -174,7 +148,7 @@ std::map<std::string, double> Trainer::evaluate(data::Split split) {
   else
     options.boundSamples = config_.train.globalBatch;  // the estimate names train.eval_batches
   std::map<std::string, double> results =
-      evaluateSplit(*model_, *data_, split, control_, device_, options);
+      evaluateSplit(*model_, *data_, split, control(), device_, options);
   const std::string prefix = std::string(data::toString(split)) + "_";
   const auto samples = static_cast<std::int64_t>(results[prefix + "samples"]);
   results.erase(prefix + "samples");
@@ -220,7 +194,7 @@ bool Trainer::afterEvaluation(const std::map<std::string, double>& metrics) {
     NamedTensors extra = carried_->gather();
     CheckpointContent content;
     if (isRoot()) content = snapshot(std::move(extra));
-    dist::agreed(control_, "writing best.h5", [&] {
+    dist::agreed(control(), "writing best.h5", [&] {
       if (isRoot()) checkpoints_->saveBest(content);
     });
     logger().info("new best {} = {:.6g} at step {}: saved {}", rule.metric, value, state_.step,
@@ -259,12 +233,12 @@ CheckpointContent Trainer::snapshot(NamedTensors extra) const {
 }
 
 void Trainer::saveCheckpoint(const char* reason) {
-  settleStepChecks();  // the checkpoint's bad-step count must include every finished step
+  checks_->settle(state_);  // the checkpoint's bad-step count must include every finished step
   auto start = Clock::now();
   dist::averageBuffers(*dataComm_, *model_);  // Note [Buffers across ranks]
   std::string path;
   NamedTensors extra = carried_->gather();
-  dist::agreed(control_, "writing a checkpoint", [&] {
+  dist::agreed(control(), "writing a checkpoint", [&] {
     if (isRoot()) path = checkpoints_->save(snapshot(std::move(extra)));
   });
   schedule_->checkpointed(state_.step);

@@ -28,7 +28,9 @@
 #include "train/GpuUtilisation.h"
 #include "train/LossScaler.h"
 #include "train/Optimizer.h"
+#include "train/PaceWatch.h"
 #include "train/Precision.h"
+#include "train/StepChecks.h"
 #include "train/StepPhases.h"
 
 namespace mb::train {
@@ -65,13 +67,14 @@ void Trainer::setUpDevice() {
   // is not a sign of progress there.
   dist::Watchdog::instance().setCpuTimeIsProgress(!device_.is_cuda());
   // A rank on another kind of GPU could choose differently: every rank stops alike.
-  dist::agreed(control_, "choosing the precision", [&] {
+  dist::agreed(control(), "choosing the precision", [&] {
     const PrecisionChoice choice = choosePrecision(config_.train.precision, device_);
     precision_ = choice.dtype;
     logger().info("{}", choice.reason);
   });
   scaler_ =
       std::make_unique<LossScaler>(config_.train.lossScale, device_, precision_ == DType::kFp16);
+  checks_ = std::make_unique<StepChecks>(scaler_->enabled(), config_.train.lossScale.min);
   if (scaler_->enabled()) {
     const LossScaleConfig& s = config_.train.lossScale;
     if (s.fixed > 0)
@@ -97,8 +100,11 @@ void Trainer::setUpDevice() {
   at::manual_seed(static_cast<std::uint64_t>(config_.train.seed) * 1000003ULL + runtime_.rank());
   phases_ = PhaseClock::create(device_);
   std::string why;
-  if (isRoot()) gpuUtilisation_ = GpuUtilisation::open(device_, why);
+  std::unique_ptr<GpuUtilisation> utilisation;
+  if (isRoot()) utilisation = GpuUtilisation::open(device_, why);
   if (!why.empty()) logger().warn("GPU utilisation is not reported: {}", why);
+  pace_ =
+      std::make_unique<PaceWatch>(config_.train, isRoot(), runtime_.size(), std::move(utilisation));
 }
 
 void Trainer::warnIfCpuPrecisionIsSlow() {
@@ -115,7 +121,7 @@ void Trainer::warnIfCpuPrecisionIsSlow() {
 
 void Trainer::prepareRunDirectory() {
   checkpoints_ = std::make_unique<CheckpointDirectory>(config_.run.dir, config_.run.keepLast);
-  dist::agreed(control_, "preparing the run directory", [&] {
+  dist::agreed(control(), "preparing the run directory", [&] {
     if (!isRoot()) return;
     std::error_code ec;
     fs::create_directories(checkpoints_->path(), ec);
@@ -129,7 +135,7 @@ void Trainer::prepareRunDirectory() {
 
 std::optional<CheckpointContent> Trainer::findResumePoint() {
   std::optional<CheckpointContent> resumed;
-  dist::agreed(control_, "looking for a checkpoint to resume", [&] {
+  dist::agreed(control(), "looking for a checkpoint to resume", [&] {
     if (!isRoot()) return;
     const std::string& mode = config_.run.resume;
     if (mode == "never") {
@@ -154,7 +160,7 @@ std::optional<CheckpointContent> Trainer::findResumePoint() {
   // table]).
   at::Tensor header = at::cat({at::full({1}, resumed ? 1 : 0, at::kLong),
                                packTrainerState(resumed ? resumed->trainer : TrainerState{})});
-  control_.broadcast(header, 0, "resume header");
+  control().broadcast(header, 0, "resume header");
   if (header[0].item<std::int64_t>() == 1) {
     state_ = unpackTrainerState(header.slice(0, 1));
     if (!isRoot()) resumed.emplace();  // placeholder: tensors arrive by broadcast
@@ -165,7 +171,7 @@ std::optional<CheckpointContent> Trainer::findResumePoint() {
 
 void Trainer::buildModelAndOptimizer() {
   // A model may be read from a file (model.kind = torchscript): every rank stops alike.
-  dist::agreed(control_, "building the model", [&] {
+  dist::agreed(control(), "building the model", [&] {
     model_ = model::buildModel(config_.model, data_->info(),
                                static_cast<std::uint64_t>(config_.train.seed));
     model_->to(device_);
@@ -192,7 +198,7 @@ void Trainer::buildModelAndOptimizer() {
 // ranks continue from identical state.
 void Trainer::restoreFrom(std::optional<CheckpointContent>& resumed) {
   if (resumed) {
-    dist::agreed(control_, "restoring the checkpoint", [&] {
+    dist::agreed(control(), "restoring the checkpoint", [&] {
       if (!isRoot()) return;
       loadModelState(*model_, resumed->model, "checkpoint");
       optimizer_->loadState(resumed->optimizer, resumed->optimizerSteps);
@@ -212,7 +218,7 @@ void Trainer::restoreFrom(std::optional<CheckpointContent>& resumed) {
   for (auto& [name, tensor] : optimizer_->state())
     dataComm_->broadcast(tensor, 0, "optimizer state " + name);
   at::Tensor steps = at::full({1}, static_cast<double>(resumed->optimizerSteps), at::kDouble);
-  control_.broadcast(steps, 0, "optimizer steps");
+  control().broadcast(steps, 0, "optimizer steps");
   carried_->broadcastFromRoot();
   if (!isRoot()) optimizer_->loadState(optimizer_->state(), std::llround(steps.item<double>()));
   resumed.reset();  // free the host copy
