@@ -67,8 +67,9 @@ void PaceWatch::epochEnded(std::int64_t epoch) {
   const double growthMb = static_cast<double>(now - epochMemoryStart_) / (1 << 20);
   if (epochMemoryStart_ > 0 && epoch > 0 && growthMb > train_.memoryGrowthWarnMb)
     logger().warn(
-        "memory grew by {:.0f} MiB during epoch {} (now {}); a steady climb across epochs is a "
-        "leak (train.memory_growth_warn_mb = {:g})",
+        "the resident set size (RSS) of the process grew by {:.0f} MiB during epoch {} (now {}); a "
+        "steady climb across epochs is a host-memory leak (GPU memory is not counted; "
+        "train.memory_growth_warn_mb = {:g})",
         growthMb, epoch, str::humanBytes(static_cast<double>(now)), train_.memoryGrowthWarnMb);
 }
 

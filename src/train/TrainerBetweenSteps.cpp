@@ -114,7 +114,7 @@ void Trainer::logStep(const StepResult& step, Window& window, bool force) {
   logger().info(
       "step {}/{} ({:.0f}%) | loss {:.5g}{} | lr {:.3g} | {:.0f} samples/s{} | step {:.1f} ms "
       "({}){} "
-      "| eta {} | mem {}",
+      "| eta {} | rss {}",
       state_.step, schedule_->totalSteps(), percent, meanLoss, scalePart, lastStepLr(),
       samplesPerSecond, tokens ? fmt::format(" | {:.0f} tokens/s", tokensPerSecond) : std::string(),
       1000.0 * stepSeconds, split, utilisationPart, str::humanDuration(remaining),
