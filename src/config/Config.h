@@ -165,9 +165,6 @@ struct TrainConfig {
   std::int64_t maxBadSteps = 5;  // consecutive non-finite steps before the run stops
   std::int64_t seed = 1234;
   DeviceKind device = DeviceKind::kAuto;
-  // train.cuda_graphs was removed (Note [Removed config keys]): no config sets this any more.
-  // It stays only until src/train/TrainerStart.cpp stops reading it; then delete it.
-  bool cudaGraphs = false;
   HostSync hostSync = HostSync::kAuto;  // auto: every step on CPU, at log steps on CUDA
   std::int64_t threads = 0;  // intra-op CPU threads per rank; 0 = cores / ranks on the node
   // MiB: warn when the resident set size (RSS) of the process grows by more than this during

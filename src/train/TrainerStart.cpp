@@ -85,12 +85,6 @@ void Trainer::setUpDevice() {
           "(train.loss_scale.*)",
           s.init, s.growthFactor, s.growthInterval, s.backoffFactor);
   }
-  // Accepted so configs written for the planned graph capture keep loading; say plainly that
-  // the step still runs eagerly rather than let the setting look effective.
-  if (config_.train.cudaGraphs)
-    logger().warn(
-        "train.cuda_graphs = true: capturing the step in a CUDA graph is not implemented yet, so "
-        "the step runs eagerly; remove the setting to silence this warning");
   int threads = runtime_.cpuThreadsPerRank(config_.train.threads);
   at::set_num_threads(threads);
   logger().info("device {}, {} CPU threads per rank, {} rank(s)", device_.str(), threads,
