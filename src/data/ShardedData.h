@@ -66,7 +66,9 @@ class ShardedData {
   // All ranks' items in that batch (what the loss is normalised by).
   virtual std::int64_t globalCount(std::int64_t batch) const = 0;
   // Items [begin, end) of this rank's share of global batch `batch`, gathered on the device.
-  // Inputs are cast to `inputType` (fp32, or bf16 under bf16 autocast).
+  // Inputs are cast to `inputType`. Every caller asks for fp32, bf16 runs included: reduced
+  // precision is autocast's, inside the model (Note [LSTM precision]), and data stored as bf16
+  // is cast up here.
   virtual Batch trainBatch(std::int64_t batch, std::int64_t begin, std::int64_t end,
                            at::ScalarType inputType) = 0;
 
