@@ -18,19 +18,22 @@ class Schedule {
   // What to do once a step has finished (TrainerState already counts it).
   struct AfterStep {
     bool epochEnded = false;
-    bool last = false;      // the run's final step
-    bool forceLog = false;  // a log line now, whatever run.log_every says
+    bool last = false;  // the run's final step
+    bool log = false;   // a log line now: every run.log_every steps, at epoch ends, at the end
     bool evaluate = false;
     bool checkpoint = false;
   };
 
   // `batchesPerEpoch`: global batches in one epoch; `startStep`: the step the run resumes from
-  // (0 for a new run), which counts as checkpointed.
-  Schedule(const Config& config, std::int64_t batchesPerEpoch, std::int64_t startStep);
+  // (0 for a new run), which counts as checkpointed; `onGpu`: the step runs on a GPU.
+  Schedule(const Config& config, std::int64_t batchesPerEpoch, std::int64_t startStep, bool onGpu);
 
   std::int64_t totalSteps() const { return totalSteps_; }
   bool finished(const TrainerState& state) const { return state.step >= totalSteps_; }
   AfterStep afterStep(const TrainerState& state) const;
+  // The host reads every step's check at once (train.host_sync; auto: on the CPU), else at log
+  // steps, before checkpoints and at the end (Note [Step checks]).
+  bool settleChecksEveryStep() const { return settleEveryStep_; }
   // train.max_bad_steps consecutive non-finite steps: asked once the step's checks are settled
   // (with train.host_sync = log, at log steps: Note [Step checks]).
   bool tooManyBadSteps(const TrainerState& state) const { return state.badSteps >= maxBadSteps_; }
@@ -43,10 +46,12 @@ class Schedule {
  private:
   std::int64_t batchesPerEpoch_;
   std::int64_t totalSteps_;
+  std::int64_t logEvery_;
   std::int64_t evalEvery_;
   std::int64_t checkpointEvery_;
   std::int64_t maxBadSteps_;
   std::int64_t lastCheckpointStep_;
+  bool settleEveryStep_;
 };
 
 }  // namespace mb::train

@@ -96,7 +96,7 @@ RunOutcome Trainer::run() {
   restoreFrom(resumed);
 
   const std::int64_t perEpoch = data_->batchesPerEpoch();
-  schedule_ = std::make_unique<Schedule>(config_, perEpoch, state_.step);
+  schedule_ = std::make_unique<Schedule>(config_, perEpoch, state_.step, device_.is_cuda());
   if (isRoot()) {
     writeFileAtomically((fs::path(config_.run.dir) / "config.yaml").string(),
                         configToYaml(config_));
@@ -136,10 +136,10 @@ RunOutcome Trainer::run() {
     ++state_.batchInEpoch;
     state_.samplesSeen += data_->globalCount(state_.batchInEpoch - 1);
     checks_->add(state_.step, step.check);
-    if (hostSyncEveryStep()) checks_->settle(state_);
+    if (schedule_->settleChecksEveryStep()) checks_->settle(state_);
 
     const Schedule::AfterStep after = schedule_->afterStep(state_);  // Note [Training schedule]
-    logStep(step, window, after.forceLog);
+    logStep(step, window, after.log);
     progress_->update(state_.step, schedule_->totalSteps(), step.samples, lastStepLr());
     if (after.epochEnded) {
       pace_->epochEnded(state_.epoch);
@@ -241,7 +241,7 @@ Trainer::StepResult Trainer::trainStep() {
   const at::Tensor scaleUsed =
       scaler_->enabled() ? scaler_->scaleTensor().to(at::kDouble) : at::Tensor();
   const double clip = config_.train.gradClip;
-  if (hostSyncEveryStep()) {
+  if (schedule_->settleChecksEveryStep()) {
     // On the CPU the norm, the clip and the update are a pass each over the parameters
     // (Note [Fused CPU update]).
     const double norm = optimizer_->gradNorm();
@@ -294,19 +294,6 @@ WorkProgress::Options Trainer::slowStepProgress(std::int64_t step, std::int64_t 
                                 str::humanDuration(kSlowStepSeconds));
   shown.startLineShowsProgress = true;
   return shown;
-}
-
-// Note [Step checks] (StepChecks.h): CPU runs read every step's check at once.
-bool Trainer::hostSyncEveryStep() const {
-  switch (config_.train.hostSync) {
-    case HostSync::kStep:
-      return true;
-    case HostSync::kLog:
-      return false;
-    case HostSync::kAuto:
-      break;
-  }
-  return !device_.is_cuda();
 }
 
 // All ranks agree at every step boundary: a signal to any rank stops every rank.

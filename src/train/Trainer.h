@@ -90,9 +90,9 @@ class Trainer {
   // Rank 0 only; `extra` from CarriedStates::gather() (collective).
   CheckpointContent snapshot(NamedTensors extra) const;
   bool stopRequested();
-  void logStep(const StepResult& step, Window& window, bool force);
+  // Adds the step to the window; writes the log line and metrics record when `lineDue`.
+  void logStep(const StepResult& step, Window& window, bool lineDue);
   void logModelStatistics() const;
-  bool hostSyncEveryStep() const;
 
   // The learning rate of the step about to run (0-based index state_.step: what the optimizer
   // applies next, and what a checkpoint records), and of the step that just finished (what log

@@ -46,11 +46,11 @@ spdlog::logger& logger() {
 
 }  // namespace
 
-void Trainer::logStep(const StepResult& step, Window& window, bool force) {
+void Trainer::logStep(const StepResult& step, Window& window, bool lineDue) {
   window.steps += 1;
   window.samples += step.samples;
   window.lossSum = window.lossSum.defined() ? window.lossSum + step.loss : step.loss.clone();
-  if (!force && state_.step % config_.run.logEvery != 0) return;
+  if (!lineDue) return;  // Schedule: run.log_every, epoch ends, the end
   checks_->settle(state_);
 
   // One host sync and one small all-reduce per log line, never per step.

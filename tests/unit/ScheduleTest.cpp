@@ -20,12 +20,12 @@ TEST(Schedule, EpochsGiveTheTotalAndEvaluateAndCheckpointAtEpochEnds) {
   config.train.epochs = 3;
   config.train.evalEvery = 0;
   config.run.checkpointEvery = 0;
-  Schedule schedule(config, /*batchesPerEpoch=*/10, /*startStep=*/0);
+  Schedule schedule(config, /*batchesPerEpoch=*/10, /*startStep=*/0, /*onGpu=*/false);
   EXPECT_EQ(schedule.totalSteps(), 30);
   Schedule::AfterStep mid = schedule.afterStep(at(5, 5));
-  EXPECT_FALSE(mid.epochEnded || mid.evaluate || mid.checkpoint || mid.forceLog || mid.last);
+  EXPECT_FALSE(mid.epochEnded || mid.evaluate || mid.checkpoint || mid.log || mid.last);
   Schedule::AfterStep end = schedule.afterStep(at(10, 10));
-  EXPECT_TRUE(end.epochEnded && end.evaluate && end.checkpoint && end.forceLog);
+  EXPECT_TRUE(end.epochEnded && end.evaluate && end.checkpoint && end.log);
   EXPECT_FALSE(end.last);
   EXPECT_TRUE(schedule.afterStep(at(30, 10)).last);
   EXPECT_TRUE(schedule.finished(at(30, 0)));
@@ -37,26 +37,39 @@ TEST(Schedule, StepIntervalsAndTheLastStep) {
   config.train.maxSteps = 25;
   config.train.evalEvery = 10;
   config.run.checkpointEvery = 4;
-  Schedule schedule(config, 100, 0);
+  Schedule schedule(config, 100, 0, false);
   EXPECT_EQ(schedule.totalSteps(), 25);
   EXPECT_TRUE(schedule.afterStep(at(10, 10)).evaluate);
   EXPECT_FALSE(schedule.afterStep(at(10, 10)).checkpoint);
   EXPECT_TRUE(schedule.afterStep(at(12, 12)).checkpoint);
   Schedule::AfterStep last = schedule.afterStep(at(25, 25));
-  EXPECT_TRUE(last.last && last.evaluate && last.checkpoint && last.forceLog);
+  EXPECT_TRUE(last.last && last.evaluate && last.checkpoint && last.log);
 }
 
 TEST(Schedule, BadStepsAndTheFinalCheckpoint) {
   Config config;
   config.train.maxSteps = 100;
   config.train.maxBadSteps = 3;
-  Schedule schedule(config, 50, /*startStep=*/40);
+  Schedule schedule(config, 50, /*startStep=*/40, false);
   EXPECT_FALSE(schedule.tooManyBadSteps(at(41, 1, 2)));
   EXPECT_TRUE(schedule.tooManyBadSteps(at(42, 2, 3)));
   EXPECT_FALSE(schedule.needsFinalCheckpoint(at(40, 0)));  // the resumed step is on disk
   EXPECT_TRUE(schedule.needsFinalCheckpoint(at(43, 3)));
   schedule.checkpointed(43);
   EXPECT_FALSE(schedule.needsFinalCheckpoint(at(43, 3)));
+}
+
+TEST(Schedule, LogLinesAndWhenTheHostReadsTheStepChecks) {
+  Config config;
+  config.train.maxSteps = 100;
+  config.run.logEvery = 20;
+  Schedule cpu(config, 1000, 0, /*onGpu=*/false);
+  EXPECT_TRUE(cpu.afterStep(at(40, 40)).log);
+  EXPECT_FALSE(cpu.afterStep(at(41, 41)).log);
+  EXPECT_TRUE(cpu.settleChecksEveryStep());  // host_sync auto: every step on the CPU
+  EXPECT_FALSE(Schedule(config, 1000, 0, /*onGpu=*/true).settleChecksEveryStep());
+  config.train.hostSync = HostSync::kStep;
+  EXPECT_TRUE(Schedule(config, 1000, 0, true).settleChecksEveryStep());
 }
 
 }  // namespace
