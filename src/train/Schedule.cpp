@@ -1,5 +1,7 @@
 #include "train/Schedule.h"
 
+#include <cmath>
+
 namespace mb::train {
 
 namespace {
@@ -27,6 +29,7 @@ Schedule::Schedule(const Config& config, std::int64_t batchesPerEpoch, std::int6
       evalEvery_(config.train.evalEvery),
       checkpointEvery_(config.run.checkpointEvery),
       maxBadSteps_(config.train.maxBadSteps),
+      earlyStopping_(config.train.earlyStopping),
       lastCheckpointStep_(startStep),
       settleEveryStep_(settleEveryStep(config.train.hostSync, onGpu)) {}
 
@@ -40,6 +43,32 @@ Schedule::AfterStep Schedule::afterStep(const TrainerState& state) const {
   // Without run.checkpoint_every, a checkpoint ends every epoch; the last step always has one.
   after.checkpoint =
       (checkpointEvery_ > 0 ? state.step % checkpointEvery_ == 0 : after.epochEnded) || after.last;
+  return after;
+}
+
+Schedule::AfterEvaluation Schedule::afterEvaluation(
+    TrainerState& state, const std::map<std::string, double>& metrics) const {
+  AfterEvaluation after;
+  auto it = metrics.find(earlyStopping_.metric);
+  if (it == metrics.end()) {
+    after.metricMissing = true;
+    return after;
+  }
+  const double value = it->second;
+  const bool minimise = earlyStopping_.mode == MetricMode::kMin;
+  const bool improved = std::isnan(state.bestMetric) ||
+                        (minimise ? value < state.bestMetric - earlyStopping_.minDelta
+                                  : value > state.bestMetric + earlyStopping_.minDelta);
+  if (improved && std::isfinite(value)) {
+    state.bestMetric = value;
+    state.bestStep = state.step;
+    state.evalsWithoutImprovement = 0;
+    after.newBest = true;
+    return after;
+  }
+  ++state.evalsWithoutImprovement;
+  after.stop =
+      earlyStopping_.patience > 0 && state.evalsWithoutImprovement >= earlyStopping_.patience;
   return after;
 }
 

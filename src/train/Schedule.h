@@ -2,11 +2,14 @@
 // Note [Training schedule]
 // Every "when" of a training run is decided here, from the config and where training stands:
 // how many steps the run has, and after each step whether the epoch ended, whether to force a
-// log line, to evaluate, to checkpoint, or to stop for too many bad steps; and whether the run
+// log line, to evaluate, to checkpoint, or to stop for too many bad steps; after an
+// evaluation, whether it is the best so far and whether to stop early; and whether the run
 // still needs a final checkpoint. The step loop (Trainer::run) asks and acts; it decides
 // nothing itself. Stop signals are the one "when" that needs the ranks to agree
 // (Trainer::stopRequested, a collective), so the loop asks for them after every step.
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "config/Config.h"
 #include "train/TrainerState.h"
@@ -24,6 +27,13 @@ class Schedule {
     bool checkpoint = false;
   };
 
+  // What an evaluation means for early stopping (train.early_stopping).
+  struct AfterEvaluation {
+    bool metricMissing = false;  // the rule's metric is not among the evaluation's
+    bool newBest = false;        // keep best.h5
+    bool stop = false;           // `patience` evaluations without improvement
+  };
+
   // `batchesPerEpoch`: global batches in one epoch; `startStep`: the step the run resumes from
   // (0 for a new run), which counts as checkpointed; `onGpu`: the step runs on a GPU.
   Schedule(const Config& config, std::int64_t batchesPerEpoch, std::int64_t startStep, bool onGpu);
@@ -34,6 +44,10 @@ class Schedule {
   // The host reads every step's check at once (train.host_sync; auto: on the CPU), else at log
   // steps, before checkpoints and at the end (Note [Step checks]).
   bool settleChecksEveryStep() const { return settleEveryStep_; }
+  // Judges an evaluation's metrics and records in `state` the best value, its step, and the
+  // evaluations since it.
+  AfterEvaluation afterEvaluation(TrainerState& state,
+                                  const std::map<std::string, double>& metrics) const;
   // train.max_bad_steps consecutive non-finite steps: asked once the step's checks are settled
   // (with train.host_sync = log, at log steps: Note [Step checks]).
   bool tooManyBadSteps(const TrainerState& state) const { return state.badSteps >= maxBadSteps_; }
@@ -50,6 +64,7 @@ class Schedule {
   std::int64_t evalEvery_;
   std::int64_t checkpointEvery_;
   std::int64_t maxBadSteps_;
+  EarlyStoppingConfig earlyStopping_;
   std::int64_t lastCheckpointStep_;
   bool settleEveryStep_;
 };

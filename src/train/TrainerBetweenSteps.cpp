@@ -175,43 +175,30 @@ std::map<std::string, double> Trainer::evaluate(data::Split split) {
 
 bool Trainer::afterEvaluation(const std::map<std::string, double>& metrics) {
   const auto& rule = config_.train.earlyStopping;
-  auto it = metrics.find(rule.metric);
-  if (it == metrics.end()) {
+  const Schedule::AfterEvaluation after = schedule_->afterEvaluation(state_, metrics);
+  if (after.metricMissing) {
     logger().warn(
         "train.early_stopping.metric = {} is not among the evaluation metrics; best.h5 is not kept",
         rule.metric);
     return false;
   }
-  const double value = it->second;
-  const bool minimise = rule.mode == MetricMode::kMin;
-  const bool improved =
-      std::isnan(state_.bestMetric) || (minimise ? value < state_.bestMetric - rule.minDelta
-                                                 : value > state_.bestMetric + rule.minDelta);
-  if (improved && std::isfinite(value)) {
-    state_.bestMetric = value;
-    state_.bestStep = state_.step;
-    state_.evalsWithoutImprovement = 0;
+  if (after.newBest) {
     NamedTensors extra = carried_->gather();
     CheckpointContent content;
     if (isRoot()) content = snapshot(std::move(extra));
     dist::agreed(control(), "writing best.h5", [&] {
       if (isRoot()) checkpoints_->saveBest(content);
     });
-    logger().info("new best {} = {:.6g} at step {}: saved {}", rule.metric, value, state_.step,
-                  checkpoints_->bestPath());
-    return false;
+    logger().info("new best {} = {:.6g} at step {}: saved {}", rule.metric, state_.bestMetric,
+                  state_.step, checkpoints_->bestPath());
   }
-  ++state_.evalsWithoutImprovement;
-  if (rule.patience > 0 && state_.evalsWithoutImprovement >= rule.patience) {
+  if (after.stop)
     logger().info(
         "early stopping at step {}: {} has not improved for {} evaluations (best {:.6g} at step "
-        "{}, "
-        "kept in {})",
+        "{}, kept in {})",
         state_.step, rule.metric, state_.evalsWithoutImprovement, state_.bestMetric,
         state_.bestStep, checkpoints_->bestPath());
-    return true;
-  }
-  return false;
+  return after.stop;
 }
 
 CheckpointContent Trainer::snapshot(NamedTensors extra) const {

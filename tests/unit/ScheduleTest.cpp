@@ -72,5 +72,25 @@ TEST(Schedule, LogLinesAndWhenTheHostReadsTheStepChecks) {
   EXPECT_TRUE(Schedule(config, 1000, 0, true).settleChecksEveryStep());
 }
 
+TEST(Schedule, EarlyStoppingKeepsTheBestAndStopsAfterPatience) {
+  Config config;
+  config.train.maxSteps = 100;
+  config.train.earlyStopping.metric = "val_loss";
+  config.train.earlyStopping.patience = 2;
+  config.train.earlyStopping.minDelta = 0.01;
+  Schedule schedule(config, 10, 0, false);
+  TrainerState state = at(10, 10);
+  EXPECT_TRUE(schedule.afterEvaluation(state, {{"val_loss", 1.0}}).newBest);
+  EXPECT_EQ(state.bestStep, 10);
+  state.step = 20;
+  Schedule::AfterEvaluation small = schedule.afterEvaluation(state, {{"val_loss", 0.995}});
+  EXPECT_FALSE(small.newBest || small.stop);  // under min_delta
+  state.step = 30;
+  EXPECT_TRUE(schedule.afterEvaluation(state, {{"val_loss", 0.999}}).stop);
+  EXPECT_EQ(state.bestMetric, 1.0);
+  EXPECT_EQ(state.evalsWithoutImprovement, 2);
+  EXPECT_TRUE(schedule.afterEvaluation(state, {{"val_mae", 0.5}}).metricMissing);
+}
+
 }  // namespace
 }  // namespace mb::train
