@@ -197,7 +197,8 @@ Trainer::StepResult Trainer::trainStep() {
   // Note: the loss is divided by the GLOBAL count, so summed gradients are the global mean.
   const double normalizer =
       static_cast<double>(global) * static_cast<double>(model_->termsPerSample());
-  const std::int64_t microSteps = (local + microBatch() - 1) / microBatch();
+  const std::int64_t microSize = microBatch();
+  const std::int64_t microSteps = (local + microSize - 1) / microSize;
   StepResult result;
   result.samples = global;
   model_->train();
@@ -206,8 +207,8 @@ Trainer::StepResult Trainer::trainStep() {
   if (microSteps == 0) reducer_->prepareForBackward(true);  // contribute zero gradients
   WorkProgress slowStep(slowStepProgress(state_.step + 1, microSteps));
   for (std::int64_t m = 0; m < microSteps; ++m) {
-    const std::int64_t begin = m * microBatch();
-    const std::int64_t end = std::min(local, begin + microBatch());
+    const std::int64_t begin = m * microSize;
+    const std::int64_t end = std::min(local, begin + microSize);
     reducer_->prepareForBackward(m == microSteps - 1);
     data::Batch micro = data_->trainBatch(batch, begin, end, at::kFloat);
     phases_->mark(Phase::kData);
