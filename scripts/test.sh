@@ -91,8 +91,7 @@ fi
 # (scripts/ccache-env.sh), so it takes its objects from this cache.
 export CCACHE_STATSLOG=$PWD/build/ccache-stats.log
 rm -f "$CCACHE_STATSLOG"
-(. scripts/ccache-env.sh
-  bash scripts/build.sh build "-DMEGABATCH_SANITIZER_BUILD_DIR=$sanitizer_dir" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+bash scripts/build.sh build "-DMEGABATCH_SANITIZER_BUILD_DIR=$sanitizer_dir"
 echo "test.sh: compiler cache, main build: $(ccache --show-log-stats | grep -E '^ *(Hits|Misses):' | tr -s ' ' | paste -sd ';')"
 unset CCACHE_STATSLOG
 stage_done "main build"

@@ -15,7 +15,7 @@
 namespace mb::train {
 namespace {
 
-constexpr ExitCode kCode = ExitCode::kCheckpoint;
+constexpr ExitCode kVerifyCode = ExitCode::kCheckpoint;
 const char* kHint =
     "megabatch refuses checkpoints it did not write; use one a megabatch run wrote (an older "
     "step-N.h5 of the same run directory), and `megabatch inspect` to see what a file holds";
@@ -93,7 +93,7 @@ std::int64_t checkedBytes(const std::string& file, const std::string& where,
 void checkDataset(Walk& w, hid_t dataset, const std::string& path) {
   const std::string where = "/" + path;
   // Nothing outside the file: external storage and virtual datasets (no value is read here).
-  h5::checkStorage(dataset, w.file + ": " + where, kCode);
+  h5::checkStorage(dataset, w.file + ": " + where, kVerifyCode);
 
   h5::Handle space(H5Dget_space(dataset), H5Sclose);
   if (!space.valid()) corrupt(w.file, where + ": its shape cannot be read");
@@ -183,7 +183,7 @@ void checkDataset(Walk& w, hid_t dataset, const std::string& path) {
 }
 
 void walkGroup(Walk& w, hid_t group, const std::string& prefix) {
-  if (!w.seen.insert(h5::objectKey(group, ".", kCode)).second)
+  if (!w.seen.insert(h5::objectKey(group, ".", kVerifyCode)).second)
     hostile(w.file, "group /" + prefix + " is linked more than once (a cycle)");
   for (const auto& name : h5::listGroup(group)) {
     const std::string path = prefix + name;
@@ -251,7 +251,7 @@ std::string storedTypeName(at::ScalarType type) {
 
 bool hasManifest(hid_t file) {
   if (!h5::exists(file, "meta")) return false;
-  h5::Handle meta = h5::openGroup(file, "meta", kCode);
+  h5::Handle meta = h5::openGroup(file, "meta", kVerifyCode);
   return h5::hasAttribute(meta.get(), "manifest");
 }
 
@@ -274,7 +274,7 @@ std::vector<CheckedTensor> verifyCheckpointTree(hid_t file, const std::string& p
   rootGroup(path, file, "trainer");
   if (checkManifest && h5::hasAttribute(meta.get(), "manifest")) {
     w.manifest = true;
-    w.entries = parseManifest(path, h5::readStringAttribute(meta.get(), "manifest", kCode));
+    w.entries = parseManifest(path, h5::readStringAttribute(meta.get(), "manifest", kVerifyCode));
   }
   if (!checkManifest) w.fileBytes = INT64_MAX;  // the writer's image in memory
   for (const char* group : {"model", "optimizer", "extra"}) {

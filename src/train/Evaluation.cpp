@@ -147,11 +147,11 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
 
 namespace {
 
-constexpr ExitCode kCode = ExitCode::kData;
+constexpr ExitCode kEvalDataCode = ExitCode::kData;
 
 // Rows of a NUL-padded [rows, width] uint8 dataset as strings.
 std::vector<std::string> readTextRows(hid_t group, const std::string& name) {
-  at::Tensor rows = h5::readTensor(group, name, kCode, at::kByte);
+  at::Tensor rows = h5::readTensor(group, name, kEvalDataCode, at::kByte);
   if (rows.dim() == 1) rows = rows.unsqueeze(1);
   std::vector<std::string> out;
   const auto* bytes = rows.data_ptr<std::uint8_t>();
@@ -172,9 +172,9 @@ std::optional<ExactMatch> arithmeticExactMatch(model::Model& model, const std::s
   std::vector<std::string> prompts, answers, ops;
   {
     std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
-    h5::Handle file = h5::openFile(dataPath, false, kCode);
+    h5::Handle file = h5::openFile(dataPath, false, kEvalDataCode);
     if (!h5::isGroup(file.get(), "heldout")) return std::nullopt;
-    h5::Handle group = h5::openGroup(file.get(), "heldout", kCode);
+    h5::Handle group = h5::openGroup(file.get(), "heldout", kEvalDataCode);
     prompts = readTextRows(group.get(), "prompts");
     answers = readTextRows(group.get(), "answers");
     ops = readTextRows(group.get(), "ops");

@@ -5,16 +5,9 @@
 #include "common/Log.h"
 #include "common/Strings.h"
 #include "train/Metrics.h"
+#include "train/TrainLog.h"
 
 namespace mb::train {
-namespace {
-
-spdlog::logger& logger() {
-  return log::get("train");
-}
-
-}  // namespace
-
 PaceWatch::PaceWatch(const TrainConfig& train, bool isRoot, int worldSize,
                      std::unique_ptr<GpuUtilisation> utilisation)
     : train_(train),
@@ -33,7 +26,7 @@ std::string PaceWatch::gpuPart(const std::string& split, double& utilisation) {
   utilisation = sampled.value_or(-1.0);
   if (utilisation < 0) return "";
   if (starvation_.observe(utilisation))
-    logger().warn(
+    trainLog().warn(
         "GPU utilisation is {:.0f}%, under train.gpu_util_warn = {:g}% for {} log windows: the GPU "
         "waits for the host (step time: {}). Try a larger train.global_batch, "
         "data.residency=device, fewer ranks per GPU, or train.precision=bf16",
@@ -47,12 +40,12 @@ void PaceWatch::judgeWindow(double dataShare, double communicationShare) {
   const bool slowComm = communicationShare > 0.10 && worldSize_ > 1;
   if (!isRoot_ || !(slowData || slowComm) || slowWindows_++ % 20 != 0) return;
   if (slowData)
-    logger().warn(
+    trainLog().warn(
         "input pipeline: data time is {:.0f}% of step time; the model waits for batches "
         "(use data.residency=device or host rather than stream, or give each rank more threads)",
         100 * dataShare);
   if (slowComm)
-    logger().warn(
+    trainLog().warn(
         "communication: waiting for gradients takes {:.0f}% of step time (a slower rank, or the "
         "network: try a larger per-rank batch, dist.grad_dtype=bf16, or fewer ranks per node)",
         100 * communicationShare);
@@ -66,7 +59,7 @@ void PaceWatch::epochEnded(std::int64_t epoch) {
   const std::int64_t now = processMemoryBytes();
   const double growthMb = static_cast<double>(now - epochMemoryStart_) / (1 << 20);
   if (epochMemoryStart_ > 0 && epoch > 0 && growthMb > train_.memoryGrowthWarnMb)
-    logger().warn(
+    trainLog().warn(
         "the resident set size (RSS) of the process grew by {:.0f} MiB during epoch {} (now {}); a "
         "steady climb across epochs is a host-memory leak (GPU memory is not counted; "
         "train.memory_growth_warn_mb = {:g})",

@@ -38,17 +38,10 @@
 #include "train/StepChecks.h"
 #include "train/StepPhases.h"
 #include "train/StepProfiler.h"
+#include "train/TrainLog.h"
 
 namespace mb::train {
 namespace fs = std::filesystem;
-namespace {
-
-spdlog::logger& logger() {
-  return log::get("train");
-}
-
-}  // namespace
-
 Trainer::Trainer(Config config, dist::Runtime& runtime, const ProfileRequest& profile)
     : config_(std::move(config)),
       runtime_(runtime),
@@ -103,7 +96,7 @@ RunOutcome Trainer::run() {
     metrics_ = std::make_unique<MetricsWriter>(
         (fs::path(config_.run.dir) / "metrics.jsonl").string(), state_.step);
   }
-  logger().info(
+  trainLog().info(
       "training {} steps ({} per epoch) from step {}: global batch {}, micro batch {} per rank, "
       "{} ranks, precision {}",
       schedule_->totalSteps(), perEpoch, state_.step, config_.train.globalBatch, microBatch(),
@@ -171,7 +164,7 @@ RunOutcome Trainer::run() {
   if (collapsed) scaler_->restore(0.0, 0);
   if (schedule_->needsFinalCheckpoint(state_)) saveCheckpoint("stop");
   if (collapsed)
-    logger().error(
+    trainLog().error(
         "stopping: the fp16 loss scale collapsed to {:g}: the last {} steps overflowed at a scale "
         "under train.loss_scale.min = {:g} (train.max_bad_steps = {}), so the gradients are not "
         "finite at any scale. Updates were skipped: checkpoints/latest holds the last good "
@@ -180,7 +173,7 @@ RunOutcome Trainer::run() {
         "fp32",
         collapsedScale, state_.badSteps, config_.train.lossScale.min, config_.train.maxBadSteps);
   else if (outcome == RunOutcome::kTooManyBadSteps)
-    logger().error(
+    trainLog().error(
         "stopping: {} consecutive steps had a non-finite loss or gradient (train.max_bad_steps = "
         "{}); "
         "updates were skipped, so checkpoints/latest holds the last good parameters. Lower "
@@ -305,7 +298,7 @@ bool Trainer::stopRequested() {
   control().allReduce(flag, dist::ReduceOp::kMax, "stop flag");
   int signal = flag.item<int>();
   if (signal == 0) return false;
-  logger().warn(
+  trainLog().warn(
       "{} received: stopping at step {} after a checkpoint; run the same command again to resume",
       signalName(signal), state_.step);
   return true;

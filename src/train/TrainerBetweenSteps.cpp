@@ -30,6 +30,7 @@
 #include "train/Schedule.h"
 #include "train/StepChecks.h"
 #include "train/StepPhases.h"
+#include "train/TrainLog.h"
 
 namespace mb::train {
 namespace {
@@ -38,10 +39,6 @@ using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-spdlog::logger& logger() {
-  return log::get("train");
 }
 
 }  // namespace
@@ -111,7 +108,7 @@ void Trainer::logStep(const StepResult& step, Window& window, bool lineDue) {
   progress_->setNote(scalePart);
   const double percent =
       100.0 * static_cast<double>(state_.step) / static_cast<double>(schedule_->totalSteps());
-  logger().info(
+  trainLog().info(
       "step {}/{} ({:.0f}%) | loss {:.5g}{} | lr {:.3g} | {:.0f} samples/s{} | step {:.1f} ms "
       "({}){} "
       "| eta {} | rss {}",
@@ -130,7 +127,7 @@ void Trainer::logModelStatistics() const {
   std::string text;
   for (const auto& [name, value] : statistics)
     text += fmt::format("{}{} {:g}", text.empty() ? "" : ", ", name, value);
-  logger().info("epoch {} model: {}", state_.epoch, text);
+  trainLog().info("epoch {} model: {}", state_.epoch, text);
 }
 
 std::map<std::string, double> Trainer::evaluate(data::Split split) {
@@ -168,8 +165,8 @@ std::map<std::string, double> Trainer::evaluate(data::Split split) {
   std::string line;
   for (const auto& [name, value] : results)
     line += fmt::format(" | {} {:.5g}", name, value);
-  logger().info("eval at step {} on {} {} samples{} ({:.1f} s)", state_.step, samples,
-                data::toString(split), line, secondsSince(start));
+  trainLog().info("eval at step {} on {} {} samples{} ({:.1f} s)", state_.step, samples,
+                  data::toString(split), line, secondsSince(start));
   return results;
 }
 
@@ -177,7 +174,7 @@ bool Trainer::afterEvaluation(const std::map<std::string, double>& metrics) {
   const auto& rule = config_.train.earlyStopping;
   const Schedule::AfterEvaluation after = schedule_->afterEvaluation(state_, metrics);
   if (after.metricMissing) {
-    logger().warn(
+    trainLog().warn(
         "train.early_stopping.metric = {} is not among the evaluation metrics; best.h5 is not kept",
         rule.metric);
     return false;
@@ -189,11 +186,11 @@ bool Trainer::afterEvaluation(const std::map<std::string, double>& metrics) {
     dist::agreed(control(), "writing best.h5", [&] {
       if (isRoot()) checkpoints_->saveBest(content);
     });
-    logger().info("new best {} = {:.6g} at step {}: saved {}", rule.metric, state_.bestMetric,
-                  state_.step, checkpoints_->bestPath());
+    trainLog().info("new best {} = {:.6g} at step {}: saved {}", rule.metric, state_.bestMetric,
+                    state_.step, checkpoints_->bestPath());
   }
   if (after.stop)
-    logger().info(
+    trainLog().info(
         "early stopping at step {}: {} has not improved for {} evaluations (best {:.6g} at step "
         "{}, kept in {})",
         state_.step, rule.metric, state_.evalsWithoutImprovement, state_.bestMetric,
@@ -229,8 +226,8 @@ void Trainer::saveCheckpoint(const char* reason) {
     if (isRoot()) path = checkpoints_->save(snapshot(std::move(extra)));
   });
   schedule_->checkpointed(state_.step);
-  logger().info("checkpoint ({}) at step {}: {} in {:.2f} s", reason, state_.step, path,
-                secondsSince(start));
+  trainLog().info("checkpoint ({}) at step {}: {} in {:.2f} s", reason, state_.step, path,
+                  secondsSince(start));
 }
 
 }  // namespace mb::train

@@ -32,17 +32,10 @@
 #include "train/Precision.h"
 #include "train/StepChecks.h"
 #include "train/StepPhases.h"
+#include "train/TrainLog.h"
 
 namespace mb::train {
 namespace fs = std::filesystem;
-namespace {
-
-spdlog::logger& logger() {
-  return log::get("train");
-}
-
-}  // namespace
-
 void Trainer::setUpDevice() {
   // Note [Device probe]: the reason comes first, so that LibTorch is asked about CUDA only where
   // a driver is there to answer.
@@ -54,8 +47,8 @@ void Trainer::setUpDevice() {
                           (noCuda.empty() ? std::string("LibTorch sees no CUDA device") : noCuda),
                       cudaVisibilityHint());
   if (kCudaBuild && config_.train.device == DeviceKind::kAuto && !cudaAvailable && isRoot())
-    logger().info("train.device = auto: training on the CPU ({})",
-                  noCuda.empty() ? "LibTorch sees no CUDA device" : noCuda);
+    trainLog().info("train.device = auto: training on the CPU ({})",
+                    noCuda.empty() ? "LibTorch sees no CUDA device" : noCuda);
   bool useCuda = config_.train.device == DeviceKind::kCuda ||
                  (config_.train.device == DeviceKind::kAuto && cudaAvailable);
   if (useCuda) {
@@ -70,7 +63,7 @@ void Trainer::setUpDevice() {
   dist::agreed(control(), "choosing the precision", [&] {
     const PrecisionChoice choice = choosePrecision(config_.train.precision, device_);
     precision_ = choice.dtype;
-    logger().info("{}", choice.reason);
+    trainLog().info("{}", choice.reason);
   });
   scaler_ =
       std::make_unique<LossScaler>(config_.train.lossScale, device_, precision_ == DType::kFp16);
@@ -78,17 +71,17 @@ void Trainer::setUpDevice() {
   if (scaler_->enabled()) {
     const LossScaleConfig& s = config_.train.lossScale;
     if (s.fixed > 0)
-      logger().info("loss scale fixed at {:g} (train.loss_scale.fixed)", s.fixed);
+      trainLog().info("loss scale fixed at {:g} (train.loss_scale.fixed)", s.fixed);
     else
-      logger().info(
+      trainLog().info(
           "loss scale starts at {:g}: x{:g} after {} clean steps, x{:g} after an overflow "
           "(train.loss_scale.*)",
           s.init, s.growthFactor, s.growthInterval, s.backoffFactor);
   }
   int threads = runtime_.cpuThreadsPerRank(config_.train.threads);
   at::set_num_threads(threads);
-  logger().info("device {}, {} CPU threads per rank, {} rank(s)", device_.str(), threads,
-                runtime_.size());
+  trainLog().info("device {}, {} CPU threads per rank, {} rank(s)", device_.str(), threads,
+                  runtime_.size());
   dataComm_ = runtime_.makeDataCommunicator(config_.dist.backend, useCuda ? "cuda" : "cpu",
                                             useCuda ? device_.index() : -1);
   at::manual_seed(static_cast<std::uint64_t>(config_.train.seed) * 1000003ULL + runtime_.rank());
@@ -96,7 +89,7 @@ void Trainer::setUpDevice() {
   std::string why;
   std::unique_ptr<GpuUtilisation> utilisation;
   if (isRoot()) utilisation = GpuUtilisation::open(device_, why);
-  if (!why.empty()) logger().warn("GPU utilisation is not reported: {}", why);
+  if (!why.empty()) trainLog().warn("GPU utilisation is not reported: {}", why);
   pace_ =
       std::make_unique<PaceWatch>(config_.train, isRoot(), runtime_.size(), std::move(utilisation));
 }
@@ -106,11 +99,12 @@ void Trainer::warnIfCpuPrecisionIsSlow() {
   const CpuPrecisionCost cost = measureCpuPrecision(precision_, config_.model.hidden);
   const std::string warning = cpuPrecisionWarning(precision_, cost);
   if (!warning.empty()) {
-    logger().warn("{}", warning);
+    trainLog().warn("{}", warning);
     return;
   }
-  logger().info("train.precision = {} pays on this CPU ({}): {:.2f}x the time of fp32 in the probe",
-                toString(precision_), cost.flags, cost.slowdown());
+  trainLog().info(
+      "train.precision = {} pays on this CPU ({}): {:.2f}x the time of fp32 in the probe",
+      toString(precision_), cost.flags, cost.slowdown());
 }
 
 void Trainer::prepareRunDirectory() {
@@ -141,14 +135,14 @@ std::optional<CheckpointContent> Trainer::findResumePoint() {
     }
     if (mode == "auto") {
       if (auto found = checkpoints_->loadNewest()) {
-        logger().info("resuming from {} (step {}, saved on {} ranks)", found->first,
-                      found->second.trainer.step, found->second.worldSize);
+        trainLog().info("resuming from {} (step {}, saved on {} ranks)", found->first,
+                        found->second.trainer.step, found->second.worldSize);
         resumed = std::move(found->second);
       }
       return;
     }
     resumed = readCheckpointFile(mode);
-    logger().info("resuming from {} (step {})", mode, resumed->trainer.step);
+    trainLog().info("resuming from {} (step {})", mode, resumed->trainer.step);
   });
   // Every rank learns whether training resumes and where it stands (Note [Trainer state
   // table]).
@@ -184,8 +178,8 @@ void Trainer::buildModelAndOptimizer() {
   std::int64_t count = 0;
   for (const auto& t : tensors)
     count += t.numel();
-  logger().info("model {}: {} parameters in {} tensors, {} gradient buckets", model_->kind(), count,
-                tensors.size(), reducer_->bucketLayout().size());
+  trainLog().info("model {}: {} parameters in {} tensors, {} gradient buckets", model_->kind(),
+                  count, tensors.size(), reducer_->bucketLayout().size());
 }
 
 // Rank 0 holds the checkpoint's tensors; it loads them, then every tensor is broadcast so all
@@ -204,11 +198,11 @@ void Trainer::restoreFrom(std::optional<CheckpointContent>& resumed) {
   // The scale is global (every rank holds the same): any rank count continues with it.
   scaler_->restore(state_.lossScale, state_.lossScaleGrowthTracker);
   if (scaler_->dynamic() && state_.lossScale > 0)
-    logger().info("loss scale {:g} from the checkpoint ({} clean steps)", scaler_->scale(),
-                  scaler_->growthTracker());
+    trainLog().info("loss scale {:g} from the checkpoint ({} clean steps)", scaler_->scale(),
+                    scaler_->growthTracker());
   else if (scaler_->dynamic())
-    logger().info("the checkpoint holds no loss scale (an fp32 or bf16 run): starting at {:g}",
-                  scaler_->scale());
+    trainLog().info("the checkpoint holds no loss scale (an fp32 or bf16 run): starting at {:g}",
+                    scaler_->scale());
   for (auto& [name, tensor] : optimizer_->state())
     dataComm_->broadcast(tensor, 0, "optimizer state " + name);
   at::Tensor steps = at::full({1}, static_cast<double>(resumed->optimizerSteps), at::kDouble);

@@ -28,11 +28,6 @@ constexpr std::int64_t kOutputs = 2;
 constexpr std::int64_t kTime = 6;
 constexpr int kSteps = 20;
 
-std::shared_ptr<dist::Communicator> dataComm() {
-  // Collective on first use (MPI_Comm_dup): every rank runs the same tests in the same order.
-  return test::dataCommunicator();
-}
-
 at::TensorOptions on() {
   return at::TensorOptions().device(test::device());
 }
@@ -92,7 +87,7 @@ double maxRelativeGradDifference(torch::nn::Module& a, torch::nn::Module& b) {
 // invariant to the gradients' scale, so the gradients are compared too (a reducer that
 // averaged instead of summing would barely move the parameters).
 Difference trainAndCompare(const RunOptions& run) {
-  auto comm = dataComm();
+  auto comm = test::dataCommunicator();
   int rank = comm->rank();
   int world = comm->size();
   torch::manual_seed(100 + rank);  // different weights on every rank until synchronised
@@ -207,7 +202,7 @@ TEST(DdpEquivalence, Fp16TransportStaysClose) {
 }
 
 TEST(DdpOverlap, BucketsLaunchBeforeBackwardReturns) {
-  auto comm = dataComm();
+  auto comm = test::dataCommunicator();
   torch::manual_seed(11);
   test::MlpStack model(64, 8);
   model->to(test::device());
@@ -230,7 +225,7 @@ TEST(DdpOverlap, BucketsLaunchBeforeBackwardReturns) {
 }
 
 TEST(DdpOrdering, ControlTrafficBetweenBackwardAndFinishIsSafe) {
-  auto comm = dataComm();
+  auto comm = test::dataCommunicator();
   if (comm->size() > 1 && !test::runtime().mpiThreadMultiple())
     GTEST_SKIP() << "needs MPI_THREAD_MULTIPLE (a separate data communicator)";
   int rank = comm->rank();

@@ -14,10 +14,6 @@
 namespace mb {
 namespace {
 
-std::shared_ptr<dist::Communicator> dataComm() {
-  return test::dataCommunicator();
-}
-
 // A model with a buffer as well as parameters.
 struct WithBufferImpl : torch::nn::Module {
   explicit WithBufferImpl(std::int64_t hidden) {
@@ -30,7 +26,7 @@ struct WithBufferImpl : torch::nn::Module {
 TORCH_MODULE(WithBuffer);
 
 TEST(ParameterSync, EveryRankGetsRankZerosParametersAndBuffers) {
-  auto comm = dataComm();
+  auto comm = test::dataCommunicator();
   torch::manual_seed(500 + comm->rank());
   WithBuffer model(8);
   model->to(test::device());
@@ -65,7 +61,7 @@ void expectMismatchNamed(const std::function<void()>& body, int rank, const std:
 }
 
 TEST(ParameterSync, DifferentShapeOnOneRankIsNamedOnEveryRank) {
-  auto comm = dataComm();
+  auto comm = test::dataCommunicator();
   if (comm->size() == 1) GTEST_SKIP() << "needs two ranks";
   int odd = comm->size() - 1;
   WithBuffer model(comm->rank() == odd ? 9 : 8);  // e.g. a different model.hidden on one node
@@ -75,7 +71,7 @@ TEST(ParameterSync, DifferentShapeOnOneRankIsNamedOnEveryRank) {
 }
 
 TEST(ParameterSync, ExtraParameterOnOneRankIsNamed) {
-  auto comm = dataComm();
+  auto comm = test::dataCommunicator();
   if (comm->size() == 1) GTEST_SKIP() << "needs two ranks";
   test::MlpStack model(4, comm->rank() == 1 ? 3 : 2);
   model->to(test::device());

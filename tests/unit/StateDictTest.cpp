@@ -36,7 +36,7 @@ std::string loadError(Model& model, const std::string& path) {
   return {};
 }
 
-bool sameParameters(const Model& a, const Model& b) {
+bool sameParameterValues(const Model& a, const Model& b) {
   auto pa = a.named_parameters(), pb = b.named_parameters();
   if (pa.size() != pb.size()) return false;
   for (const auto& item : pa) {
@@ -62,9 +62,9 @@ TEST(StateDict, RoundTripsEveryKindByName) {
   for (auto& [source, target] : pairs) {
     std::string path = dir.file(source->kind() + ".h5");
     save(*source, path);
-    ASSERT_FALSE(sameParameters(*source, *target)) << source->kind();
+    ASSERT_FALSE(sameParameterValues(*source, *target)) << source->kind();
     EXPECT_EQ(loadError(*target, path), "") << source->kind();
-    EXPECT_TRUE(sameParameters(*source, *target)) << source->kind();
+    EXPECT_TRUE(sameParameterValues(*source, *target)) << source->kind();
 
     h5::Handle file = h5::openFile(path, false, ExitCode::kCheckpoint);
     h5::Handle group = h5::openGroup(file.get(), "model", ExitCode::kCheckpoint);
@@ -134,7 +134,7 @@ TEST(StateDict, TiedAliasMayBeAbsentButMustAgree) {
   }
   auto target = gpt(2);
   EXPECT_EQ(loadError(*target, path), "");
-  EXPECT_TRUE(sameParameters(*source, *target));
+  EXPECT_TRUE(sameParameterValues(*source, *target));
   {
     h5::Handle file = h5::openFile(path, true, ExitCode::kCheckpoint);
     h5::Handle group = h5::openGroup(file.get(), "model", ExitCode::kCheckpoint);

@@ -11,11 +11,11 @@
 namespace mb::data {
 namespace {
 
-constexpr const char* kName = "graphs";
+constexpr const char* kGraphsName = "graphs";
 constexpr const char* kOffsetsHint =
     "offsets are cumulative counts: [0, n_0, n_0 + n_1, ..., total] (docs/data-format.md, graphs)";
 
-std::optional<std::string> checkConfig(const Config& c) {
+std::optional<std::string> checkGraphsConfig(const Config& c) {
   if (c.data.residency == Residency::kStream)
     return "data.layout = graphs cannot use data.residency = stream (a batch of graphs is not a "
            "set of rows that streamed chunks can be merged from): set data.residency = host or "
@@ -26,7 +26,8 @@ std::optional<std::string> checkConfig(const Config& c) {
   return std::nullopt;
 }
 
-std::optional<std::string> inspect(hid_t /*file*/, const std::vector<ListedDataset>& datasets) {
+std::optional<std::string> inspectGraphs(hid_t /*file*/,
+                                         const std::vector<ListedDataset>& datasets) {
   auto find = [&](const std::string& name) -> const ListedDataset* {
     for (const auto& d : datasets) {
       if (d.path == name) return &d;
@@ -153,14 +154,14 @@ std::vector<std::int64_t> makeView(hid_t file, const FileSchema& s, const Config
 
 LayoutKind graphsLayoutKind() {
   LayoutKind kind;
-  kind.name = kName;
+  kind.name = kGraphsName;
   kind.summary =
       "many small graphs (one sample each) in CSR form: /node_features or /node_type, "
       "/edge_index [2, E], /node_offsets and /edge_offsets [G+1], /label [G] or [G, K]";
   kind.marker = "/node_offsets";
   kind.open = GraphsLayout::open;
-  kind.checkConfig = checkConfig;
-  kind.inspect = inspect;
+  kind.checkConfig = checkGraphsConfig;
+  kind.inspect = inspectGraphs;
   return kind;
 }
 
@@ -222,7 +223,7 @@ std::shared_ptr<const Layout> GraphsLayout::open(hid_t file, const std::string& 
                                                  const Config& config) {
   FileSchema s;
   s.path = path;
-  s.layout = kName;
+  s.layout = kGraphsName;
   s.classification = config.model.task == Task::kClassification;
   Datasets d;
   d.nodeOffsets = schema::require(file, path, "node_offsets", "node_offsets");

@@ -11,9 +11,9 @@
 namespace mb::data {
 namespace {
 
-constexpr const char* kName = "panel";
+constexpr const char* kPanelName = "panel";
 
-std::optional<std::string> checkConfig(const Config& c) {
+std::optional<std::string> checkPanelConfig(const Config& c) {
   if (c.data.panel.window < 1)
     return "data.panel.window = " + std::to_string(c.data.panel.window) + " must be >= 1";
   return std::nullopt;
@@ -43,7 +43,7 @@ std::string timeRange(hid_t file, const DatasetMeta& time) {
          std::to_string(last.item<std::int64_t>()) + " (/" + time.path + ")";
 }
 
-std::optional<std::string> inspect(hid_t file, const std::vector<ListedDataset>& datasets) {
+std::optional<std::string> inspectPanel(hid_t file, const std::vector<ListedDataset>& datasets) {
   const ListedDataset* values = nullptr;
   DatasetMeta time;
   bool mask = false, sector = false;
@@ -134,14 +134,14 @@ DatasetMeta readPerInstrument(hid_t file, const std::string& path, const std::st
 
 LayoutKind panelLayoutKind() {
   LayoutKind kind;
-  kind.name = kName;
+  kind.name = kPanelName;
   kind.summary =
       "dates x instruments: /values [T, N, F], /mask [T, N], /target [T, N] or [T, N, K]; a "
       "sample is one date";
   kind.marker = "/values";
   kind.open = PanelLayout::open;
-  kind.checkConfig = checkConfig;
-  kind.inspect = inspect;
+  kind.checkConfig = checkPanelConfig;
+  kind.inspect = inspectPanel;
   return kind;
 }
 
@@ -153,7 +153,7 @@ std::shared_ptr<const Layout> PanelLayout::open(hid_t file, const std::string& p
   const DataNames& names = config.data.names;
   FileSchema s;
   s.path = path;
-  s.layout = kName;
+  s.layout = kPanelName;
   Datasets d;
   d.values = schema::require(file, path, names.values, "values");
   requirePanelRank(path, d.values, 3, 3, "[T, N, F] (dates x instruments x features)",

@@ -5,12 +5,13 @@
 namespace mb::data {
 namespace {
 
-constexpr const char* kName = "samples";
+constexpr const char* kSamplesName = "samples";
 
 // Store tensors, in planStore's order.
-enum Slot : std::size_t { kFeatures = 0, kTargets = 1 };
+enum SamplesSlot : std::size_t { kFeatures = 0, kTargets = 1 };
 
-std::optional<std::string> inspect(hid_t /*file*/, const std::vector<ListedDataset>& datasets) {
+std::optional<std::string> inspectSamples(hid_t /*file*/,
+                                          const std::vector<ListedDataset>& datasets) {
   for (const auto& d : datasets) {
     if (d.path != "features") continue;
     return "layout: samples, features " + schema::shapeText(d.info.dims) + " " + d.info.typeName() +
@@ -23,11 +24,11 @@ std::optional<std::string> inspect(hid_t /*file*/, const std::vector<ListedDatas
 
 LayoutKind samplesLayoutKind() {
   LayoutKind kind;
-  kind.name = kName;
+  kind.name = kSamplesName;
   kind.summary = "one row per sample: /features [N, T, F] or [N, F], /targets [N] or [N, K]";
   kind.marker = "/features";
   kind.open = SamplesLayout::open;
-  kind.inspect = inspect;
+  kind.inspect = inspectSamples;
   return kind;
 }
 
@@ -38,7 +39,7 @@ std::shared_ptr<const Layout> SamplesLayout::open(hid_t file, const std::string&
                                                   const Config& config) {
   FileSchema s;
   s.path = path;
-  s.layout = kName;
+  s.layout = kSamplesName;
   s.classification = config.model.task == Task::kClassification;
   DatasetMeta features = schema::require(file, path, config.data.names.features, "features");
   schema::requireRank(path, features, 2, 3, "[N, T, F] or [N, F]");

@@ -12,9 +12,9 @@
 namespace mb::data {
 namespace {
 
-constexpr const char* kName = "series";
+constexpr const char* kSeriesName = "series";
 
-std::optional<std::string> checkConfig(const Config& c) {
+std::optional<std::string> checkSeriesConfig(const Config& c) {
   if (c.data.streams.empty())
     return "data.layout = series needs data.streams, e.g. [{name: m1, window: 480}]";
   std::set<std::string> seen;
@@ -28,7 +28,7 @@ std::optional<std::string> checkConfig(const Config& c) {
   return std::nullopt;
 }
 
-std::optional<std::string> inspect(hid_t file, const std::vector<ListedDataset>& datasets) {
+std::optional<std::string> inspectSeries(hid_t file, const std::vector<ListedDataset>& datasets) {
   if (!h5::isGroup(file, "series")) return std::nullopt;
   std::string text = "layout: series, streams:";
   h5::Handle group = h5::openGroup(file, "series", ExitCode::kData);
@@ -71,14 +71,14 @@ SeriesLayout::Stream readStream(hid_t file, const std::string& path, const std::
 
 LayoutKind seriesLayoutKind() {
   LayoutKind kind;
-  kind.name = kName;
+  kind.name = kSeriesName;
   kind.summary =
       "windows over input streams: /series/<name>/values [T, F], /samples/end/<name> [N], "
       "/targets [N] or [N, K]";
   kind.marker = "/series";
   kind.open = SeriesLayout::open;
-  kind.checkConfig = checkConfig;
-  kind.inspect = inspect;
+  kind.checkConfig = checkSeriesConfig;
+  kind.inspect = inspectSeries;
   return kind;
 }
 
@@ -89,7 +89,7 @@ std::shared_ptr<const Layout> SeriesLayout::open(hid_t file, const std::string& 
                                                  const Config& config) {
   FileSchema s;
   s.path = path;
-  s.layout = kName;
+  s.layout = kSeriesName;
   s.classification = config.model.task == Task::kClassification;
   std::string group = schema::stripSlash(config.data.names.series);
   if (!h5::isGroup(file, group))

@@ -10,7 +10,7 @@
 namespace mb::data {
 namespace {
 
-constexpr const char* kName = "tokens";
+constexpr const char* kTokensName = "tokens";
 
 std::int64_t readVocabSize(hid_t file, const std::string& path, const DatasetMeta& tokens) {
   h5::Handle dataset = h5::openDataset(file, tokens.path, ExitCode::kData);
@@ -29,7 +29,7 @@ std::int64_t readVocabSize(hid_t file, const std::string& path, const DatasetMet
   return vocab;
 }
 
-std::optional<std::string> inspect(hid_t file, const std::vector<ListedDataset>& datasets) {
+std::optional<std::string> inspectTokens(hid_t file, const std::vector<ListedDataset>& datasets) {
   for (const auto& d : datasets) {
     if (d.path != "tokens") continue;
     std::string text =
@@ -49,11 +49,11 @@ std::optional<std::string> inspect(hid_t file, const std::vector<ListedDataset>&
 
 LayoutKind tokensLayoutKind() {
   LayoutKind kind;
-  kind.name = kName;
+  kind.name = kTokensName;
   kind.summary = "a token stream: /tokens [T] (attribute vocab_size), context + 1 tokens a sample";
   kind.marker = "/tokens";
   kind.open = TokensLayout::open;
-  kind.inspect = inspect;
+  kind.inspect = inspectTokens;
   return kind;
 }
 
@@ -68,7 +68,7 @@ std::shared_ptr<const Layout> TokensLayout::open(hid_t file, const std::string& 
                                                  const Config& config) {
   FileSchema s;
   s.path = path;
-  s.layout = kName;
+  s.layout = kTokensName;
   DatasetMeta tokens = schema::require(file, path, config.data.names.tokens, "tokens");
   schema::requireRank(path, tokens, 1, 1, "[T]");
   schema::requireInteger(path, tokens, "token ids: uint8, uint16, or int32");

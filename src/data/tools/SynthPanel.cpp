@@ -15,10 +15,10 @@
 namespace mb::data {
 namespace {
 
-constexpr double kSignalPersistence = 0.95;      // AR(1) coefficient of z
-constexpr double kSignalNoise = 0.5;             // std of the noise on the observed signal
-constexpr double kLateListingShare = 0.1;        // instruments absent before a date
-constexpr std::int64_t kStartTime = 1577836800;  // 2020-01-01T00:00:00Z
+constexpr double kSignalPersistence = 0.95;           // AR(1) coefficient of z
+constexpr double kSignalNoise = 0.5;                  // std of the noise on the observed signal
+constexpr double kLateListingShare = 0.1;             // instruments absent before a date
+constexpr std::int64_t kPanelStartTime = 1577836800;  // 2020-01-01T00:00:00Z
 constexpr std::int64_t kDaySeconds = 86400;
 
 void validate(const SynthPanelOptions& o) {
@@ -212,8 +212,8 @@ SynthPanelReport writeSynthPanel(const SynthPanelOptions& o) {
   h5::writeTensor(file.get(), "values", values.to(type), options, code);
   h5::writeTensor(file.get(), "mask", mask, options, code);
   h5::writeTensor(file.get(), "target", K == 1 ? targets.reshape({T, N}) : targets, options, code);
-  h5::writeTensor(file.get(), "time", at::arange(T, at::kLong).mul_(kDaySeconds).add_(kStartTime),
-                  options, code);
+  h5::writeTensor(file.get(), "time",
+                  at::arange(T, at::kLong).mul_(kDaySeconds).add_(kPanelStartTime), options, code);
   h5::writeTensor(file.get(), "sector", at::tensor(sector, at::kLong), {}, code);
   writeNames(file.get(), "instruments", N, code);
   hid_t root = file.get();

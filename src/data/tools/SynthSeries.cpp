@@ -23,9 +23,9 @@ constexpr double kLevelTau = 1000.0;  // rows
 constexpr double kLevelStd = 0.5;
 constexpr double kAmpTau = 2000.0;  // rows
 constexpr double kAmpLogStd = 0.3;
-constexpr double kPhaseNoise = 0.02;             // radians per sub-step (x noise)
-constexpr double kObservationNoise = 0.05;       // x noise
-constexpr std::int64_t kStartTime = 1704067200;  // 2024-01-01T00:00:00Z
+constexpr double kPhaseNoise = 0.02;                   // radians per sub-step (x noise)
+constexpr double kObservationNoise = 0.05;             // x noise
+constexpr std::int64_t kSeriesStartTime = 1704067200;  // 2024-01-01T00:00:00Z
 constexpr std::int64_t kRowSeconds = 60;
 
 // The latent process, sampled at the end of each finest row (for the oracle), and the finest
@@ -178,7 +178,7 @@ SynthSeriesReport writeSynthSeries(const SynthSeriesOptions& o) {
   std::int64_t* time = times.data_ptr<std::int64_t>();
   for (std::int64_t i = 0; i < n; ++i) {
     std::int64_t t = firstRow + i;
-    time[i] = kStartTime + (t + 1) * kRowSeconds;
+    time[i] = kSeriesStartTime + (t + 1) * kRowSeconds;
     for (std::size_t s = 0; s < o.streams.size(); ++s)
       end[s * n + i] = (t + 1) / o.streams[s].second - 1;
     for (std::int64_t k = 0; k < o.targets; ++k) {
@@ -214,8 +214,9 @@ SynthSeriesReport writeSynthSeries(const SynthSeriesOptions& o) {
     at::Tensor values = aggregate(latent.base, period, o.features, rng, progress);
     h5::Handle group = h5::createGroup(file.get(), "series/" + name, ExitCode::kFailure);
     h5::writeTensor(group.get(), "values", values.to(type), options, ExitCode::kFailure);
-    at::Tensor barTimes =
-        at::arange(1, values.size(0) + 1, at::kLong).mul_(period * kRowSeconds).add_(kStartTime);
+    at::Tensor barTimes = at::arange(1, values.size(0) + 1, at::kLong)
+                              .mul_(period * kRowSeconds)
+                              .add_(kSeriesStartTime);
     h5::writeTensor(group.get(), "timestamps", barTimes, options, ExitCode::kFailure);
     h5::writeAttribute(group.get(), "period_rows", period, ExitCode::kFailure);
   }

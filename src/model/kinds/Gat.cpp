@@ -127,7 +127,7 @@ int inputIndex(const data::DataInfo& info, const std::string& name) {
   return -1;
 }
 
-std::optional<std::string> checkConfig(const Config& c) {
+std::optional<std::string> checkGatConfig(const Config& c) {
   const ModelConfig& m = c.model;
   const GraphConfig& g = m.graph;
   if (g.layers < 0 || g.layers > 8)
@@ -324,7 +324,7 @@ ModelKind gatModelKind() {
   kind.build = [](const ModelConfig& config, const data::DataInfo& info) {
     return std::make_shared<Gat>(config, info);
   };
-  kind.checkConfig = checkConfig;
+  kind.checkConfig = checkGatConfig;
   return kind;
 }
 

@@ -24,7 +24,7 @@ bool hasInput(const data::DataInfo& info, const std::string& name) {
   return inputWidth(info, name) >= 0;
 }
 
-std::optional<std::string> checkConfig(const Config& c) {
+std::optional<std::string> checkGnnConfig(const Config& c) {
   if (c.model.conv == GraphConv::kGat && c.model.hidden % std::max<std::int64_t>(c.model.heads, 1))
     return "model.conv = gat concatenates its heads: model.hidden = " +
            std::to_string(c.model.hidden) +
@@ -186,7 +186,7 @@ ModelKind gnnModelKind() {
   kind.build = [](const ModelConfig& config, const data::DataInfo& info) {
     return std::make_shared<Gnn>(config, info);
   };
-  kind.checkConfig = checkConfig;
+  kind.checkConfig = checkGnnConfig;
   return kind;
 }
 
