@@ -26,7 +26,7 @@ if command -v ccache >/dev/null && [[ ${MEGABATCH_CCACHE:-1} == 1 ]]; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
 # How long the build will take, before it starts: the objects not yet compiled, at the CPU time
-# one took on a 2-core EPYC VM (README.md, "Build time"): about 25 s for a unity unit of 8
+# one took on a 2-core EPYC VM (README.md, "Build time"): about 30 s for a unity unit of 8
 # sources, 14 s for one source. ccache hits make it shorter. (Objects there but out of date are
 # not counted: `ninja -n` cannot say, since the glob check always re-runs CMake in a dry run.)
 estimate() {
@@ -36,10 +36,10 @@ estimate() {
     [[ -e $build_dir/$object ]] || units=$((units + 1))
   done < <(ninja -C "$build_dir" -t commands "${targets[@]}" 2>/dev/null | grep -oE ' -o [^ ]+\.o ' | awk '{print $2}')
   ((units > 0)) || return 0
-  grep -q "^MEGABATCH_UNITY_BUILD:BOOL=ON" "$build_dir/CMakeCache.txt" && per_unit=25
+  grep -q "^MEGABATCH_UNITY_BUILD:BOOL=ON" "$build_dir/CMakeCache.txt" && per_unit=30
   cores=$((jobs < units ? jobs : units))
   minutes=$(((units * per_unit + cores * 60 - 1) / (cores * 60)))
-  echo "build.sh: $units compile units to build ${targets[*]:-everything}: about $minutes min on $jobs cores"
+  echo "build.sh: $units compile units to build ${targets[*]:-everything}: about $minutes min on $jobs cores (less where ccache has them)"
 }
 start=$(date +%s)
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE:-Release} "${launcher[@]}" "$@"

@@ -58,6 +58,8 @@ int runTrain(const ParsedArgs& args, dist::Runtime& runtime) {
     if (runtime.rank() == 0) std::fputs(configToYaml(config).c_str(), stdout);
     return 0;
   }
+  // run.log_level for every channel (train ignored it until 2026-11-28; `data check` applied it).
+  log::setLevel(config.run.logLevel);
   train::Trainer trainer(config, runtime, profileRequest());
   switch (trainer.run()) {
     case train::RunOutcome::kFinished:

@@ -38,7 +38,8 @@ foreach(case slow_evaluation_in_train_writes_a_line_at_least_every_30s
              training_in_log_mode_writes_a_line_when_no_step_line_came_for_30s
              the_rank_with_the_most_samples_speaks eval_and_predict_show_progress
              sample_over_many_prompts_shows_progress data_tools_show_progress
-             eval_bar_on_a_terminal_then_the_training_bar_again data_tool_bar_on_a_terminal)
+             eval_bar_on_a_terminal_then_the_training_bar_again data_tool_bar_on_a_terminal
+             run_log_level_applies_to_training)
   mb_add_python_test(progress.${case} train/test_progress.py ARGS ProgressTest.test_${case} TIMEOUT 900)
 endforeach()
 

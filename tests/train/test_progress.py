@@ -217,6 +217,18 @@ train: {{global_batch: 8, max_steps: 2, eval_batches: 1, threads: 1}}
         self.assertIn("sample: 300 prompts from %s, up to 6 new tokens each" % prompts, [m for _, _, _, m in lines])
         self.assertPeriodic(lines, "sample", scale, most_apart=60, unit="prompts")
 
+    def test_run_log_level_applies_to_training(self):
+        # run.log_level was accepted and then ignored by `megabatch train` (only `data check`
+        # applied it) until 2026-11-28.
+        outputs = {}
+        for level in ("warn", "debug"):
+            r = mbtest.run(["train", "--config", self.config(self.path("run-" + level)), "run.log_level=" + level],
+                           env=self.env())
+            self.assertEqual(r.returncode, 0, repr(r))
+            outputs[level] = r.output
+        self.assertNotRegex(outputs["warn"], r"\] (info|debug): ", "at warn only warnings and errors")
+        self.assertRegex(outputs["debug"], r"\[dist\] debug: ", "at debug the gradient buckets are listed")
+
     def test_data_tools_show_progress(self):
         # Each tool runs for 0.2 s or more (idle) and the progress clock runs `scale` times faster,
         # so every tool writes several lines of 30 s of that clock (at 100x, synth-graphs ended
