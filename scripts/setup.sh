@@ -36,7 +36,6 @@ if [[ $want_cuda == 1 ]]; then
 fi
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
-  ccache                             # scripts/build.sh: a later build takes an earlier one's objects
   "${torch_packages[@]}"
   libopenblas0-openmp                # fast BLAS for LibTorch (Debian defaults to the reference BLAS)
   libopenmpi-dev openmpi-bin         # MPI
@@ -52,7 +51,7 @@ if [[ $want_tests == 1 ]]; then
     clang libclang-rt-14-dev llvm    # libFuzzer and sanitizers; llvm-symbolizer for their stacks
     clang-format                     # the style test (.clang-format)
     iproute2 procps util-linux       # network namespaces, process checks, tmpfs mounts
-    podman debootstrap               # the CPU image stage (its build reuses the main build's objects)
+    ccache podman debootstrap        # the CPU image stage: its build reuses the main build's objects
   )
 fi
 

@@ -88,11 +88,16 @@ if [[ $torch2 == 1 ]]; then
 fi
 # Through ccache: the CPU image's build stage (stage 3) compiles the same sources with the same
 # commands at the same path (docker/Dockerfile, SRC) and the same ccache settings
-# (scripts/ccache-env.sh), so it takes its objects from this cache.
+# (scripts/ccache-env.sh), so it takes its objects from this cache. A build/ that exists (the
+# demo's) keeps its own settings, so that none of its objects is compiled again (issue 40); the
+# image's build then compiles without the cache's help.
 export CCACHE_STATSLOG=$PWD/build/ccache-stats.log
 rm -f "$CCACHE_STATSLOG"
-bash scripts/build.sh build "-DMEGABATCH_SANITIZER_BUILD_DIR=$sanitizer_dir"
-echo "test.sh: compiler cache, main build: $(ccache --show-log-stats | grep -E '^ *(Hits|Misses):' | tr -s ' ' | paste -sd ';')"
+main_build_args=("-DMEGABATCH_SANITIZER_BUILD_DIR=$sanitizer_dir")
+[[ -f build/CMakeCache.txt ]] || main_build_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+(. scripts/ccache-env.sh
+  bash scripts/build.sh build "${main_build_args[@]}")
+echo "test.sh: compiler cache, main build: $(ccache --show-log-stats 2>/dev/null | grep -E '^ *(Hits|Misses):' | tr -s ' ' | paste -sd ';')"
 unset CCACHE_STATSLOG
 stage_done "main build"
 
