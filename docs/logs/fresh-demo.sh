@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# A fresh Debian 12 machine stand-in: a minbase debootstrap root, a fresh clone, then the README's
+# Paths are this VM's: the root in /tmp/fresh-bookworm (debootstrap --variant=minbase bookworm), the clone from /work/main.
+# main-job command, timed with its parts.
+set -euo pipefail
+root=/tmp/fresh-bookworm
+rev=${1:-HEAD}
+cat > $root/etc/apt/sources.list <<SRC
+deb http://deb.debian.org/debian bookworm main
+deb http://deb.debian.org/debian bookworm-updates main
+deb http://deb.debian.org/debian-security bookworm-security main
+SRC
+cp /etc/resolv.conf $root/etc/resolv.conf
+for m in proc sys dev dev/pts; do mountpoint -q $root/$m || mount --bind /$m $root/$m; done
+rm -rf $root/root/megabatch
+git clone -q /work/main $root/root/megabatch
+git -C $root/root/megabatch checkout -q "$rev"
+echo "fresh-demo: $(git -C $root/root/megabatch log --oneline -1); load $(cut -d' ' -f1-3 /proc/loadavg)"
+start=$(date +%s)
+chroot $root /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb \
+  bash -c 'cd /root/megabatch && bash scripts/demo.sh'
+echo "fresh-demo: scripts/demo.sh took $(($(date +%s) - start)) s end to end"
+# Then the main build of scripts/test.sh, the same command it runs (test.sh line "bash scripts/build.sh build
+# -DMEGABATCH_SANITIZER_BUILD_DIR=..."): ninja's step lines say what it compiles.
+chroot $root /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb \
+  bash -c 'cd /root/megabatch && bash scripts/build.sh build -DMEGABATCH_SANITIZER_BUILD_DIR=/root/megabatch/build-asan' \
+  > /tmp/fresh-test-build.log 2>&1
+echo "fresh-demo: test.sh's main build after the demo: $(grep -c 'Building CXX object' /tmp/fresh-test-build.log) compile steps:"
+grep -E 'Building CXX object|build.sh:' /tmp/fresh-test-build.log
