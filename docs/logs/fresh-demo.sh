@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A fresh Debian 12 machine stand-in: a minbase debootstrap root, a fresh clone, then the README's
-# Paths are this VM's: the root in /tmp/fresh-bookworm (debootstrap --variant=minbase bookworm), the clone from /work/main.
 # main-job command, timed with its parts.
+# Paths are this VM's: the root in /tmp/fresh-bookworm (debootstrap --variant=minbase bookworm), the clone from /work/main.
 set -euo pipefail
 root=/tmp/fresh-bookworm
 rev=${1:-HEAD}
