@@ -3,6 +3,8 @@
 # already present are not touched, and apt runs only when something is missing.
 #   scripts/setup.sh           build + run dependencies (main job)
 #   scripts/setup.sh --tests   also what the test suite needs (Python references, SLURM, clang)
+#   scripts/setup.sh --build-only   only what compiling needs: scripts/demo.sh installs the rest
+#                              (Python for plots, about a quarter of apt's time) while it builds
 #   scripts/setup.sh --cuda    the CUDA build instead (issue 26), on Debian 13 ("trixie") with the
 #                              contrib and non-free sections enabled: libtorch-cuda-dev 2.6 (CUDA
 #                              12.4), nvidia-cuda-toolkit + nvidia-cuda-dev 12.4, libnccl-dev 2.22,
@@ -16,12 +18,14 @@ set -euo pipefail
 
 want_tests=0
 want_cuda=0
+build_only=0
 for arg in "$@"; do
   case "$arg" in
     --tests) want_tests=1 ;;
     --cuda) want_cuda=1 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
-    *) echo "setup.sh: unknown argument $arg (use --tests, --cuda or nothing)" >&2; exit 2 ;;
+    --build-only) build_only=1 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown argument $arg (use --tests, --cuda, --build-only or nothing)" >&2; exit 2 ;;
   esac
 done
 
@@ -42,8 +46,10 @@ packages=(
   libhdf5-openmpi-dev hdf5-tools     # parallel HDF5 (MPI-IO)
   libyaml-cpp-dev libspdlog-dev libfmt-dev
   libgtest-dev
-  python3 python3-numpy python3-h5py python3-matplotlib   # data checks and `megabatch plot`
 )
+if [[ $build_only == 0 ]]; then
+  packages+=(python3 python3-numpy python3-h5py python3-matplotlib)   # data checks and `megabatch plot`
+fi
 if [[ $want_tests == 1 ]]; then
   packages+=(
     python3-torch                    # PyTorch reference for parity tests
@@ -89,6 +95,7 @@ if [[ $want_cuda == 1 ]]; then
     *) echo "setup.sh: MEGABATCH_CUDNN=${MEGABATCH_CUDNN}: use nvidia or standin" >&2; exit 2 ;;
   esac
 fi
-# Services installed here (slurm, munge) must not start at install time in containers.
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# Services installed here (slurm, munge) must not start at install time in containers. The lock
+# timeout lets a second apt (scripts/demo.sh's background install, unattended-upgrades) finish first.
+$SUDO apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}"
 echo "setup.sh: done"

@@ -2,9 +2,14 @@
 # A fresh Debian 12 machine stand-in: a minbase debootstrap root, a fresh clone, then the README's
 # main-job command, timed with its parts.
 # Paths are this VM's: the root in /tmp/fresh-bookworm (debootstrap --variant=minbase bookworm), the clone from /work/main.
+# FRESH_ROOT_TAR=/tmp/minbase.tar (a tar of a just-debootstrapped root) starts from a pristine root every time.
 set -euo pipefail
 root=/tmp/fresh-bookworm
 rev=${1:-HEAD}
+if [[ -n ${FRESH_ROOT_TAR:-} ]]; then
+  for m in dev/pts dev sys proc; do mountpoint -q $root/$m && umount $root/$m; done
+  rm -rf $root && mkdir -p $root && tar -C $root -xf "$FRESH_ROOT_TAR"
+fi
 cat > $root/etc/apt/sources.list <<SRC
 deb http://deb.debian.org/debian bookworm main
 deb http://deb.debian.org/debian bookworm-updates main
