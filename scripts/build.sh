@@ -22,7 +22,7 @@ build_dir=${1:-build}
 shift || true
 jobs=${MEGABATCH_BUILD_JOBS:-$(nproc)}
 # How long the build will take, before it starts: the objects not yet compiled, at the CPU time
-# one took on a 2-core EPYC VM (README.md, "Build time"): about 30 s for a unity unit of 8
+# one took on a 2-core EPYC VM (README.md, "Build time"): about 36 s for a unity unit of 16
 # sources, 14 s for one source. ccache hits make it shorter. (Objects there but out of date are
 # not counted: `ninja -n` cannot say, since the glob check always re-runs CMake in a dry run.)
 estimate() {
@@ -32,7 +32,7 @@ estimate() {
     [[ -e $build_dir/$object ]] || units=$((units + 1))
   done < <(ninja -C "$build_dir" -t commands "${targets[@]}" 2>/dev/null | grep -oE ' -o [^ ]+\.o ' | awk '{print $2}')
   ((units > 0)) || return 0
-  grep -q "^MEGABATCH_UNITY_BUILD:BOOL=ON" "$build_dir/CMakeCache.txt" && per_unit=30
+  grep -q "^MEGABATCH_UNITY_BUILD:BOOL=ON" "$build_dir/CMakeCache.txt" && per_unit=36
   cores=$((jobs < units ? jobs : units))
   minutes=$(((units * per_unit + cores * 60 - 1) / (cores * 60)))
   echo "build.sh: $units compile units to build ${targets[*]:-everything}: about $minutes min on $jobs cores (less where ccache has them)"

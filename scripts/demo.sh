@@ -77,5 +77,5 @@ ls -la "$run_dir" "$run_dir/checkpoints"
 echo "curves: $run_dir/curves.png"
 echo "last metrics:"
 tail -n 3 "$run_dir/metrics.jsonl"
-echo "== the demo took $(($(date +%s) - demo_start)) s: setup $((setup_end - demo_start)) s," \
+echo "== the demo took $(($(date +%s) - demo_start)) s: setup $((setup_end - demo_start)) s$rest_note," \
   "build $((build_end - setup_end)) s, training $((train_end - start)) s"
