@@ -28,12 +28,13 @@ namespace {
 
 using data::Split;
 
-at::Tensor readAll(const std::string& path, const std::string& dataset, at::ScalarType type) {
+at::Tensor readGraphsDataset(const std::string& path, const std::string& dataset,
+                             at::ScalarType type) {
   h5::Handle file = h5::openFile(path, false, ExitCode::kData);
   return h5::readTensor(file.get(), dataset, ExitCode::kData, type);
 }
 
-std::unique_ptr<data::ShardedData> load(Config config) {
+std::unique_ptr<data::ShardedData> loadGraphs(Config config) {
   config.data.residency = Residency::kAuto;  // device residency on a GPU, host on the CPU
   dist::SingleCommunicator comm;
   return data::ShardedData::load(config, comm, test::device());
@@ -46,13 +47,13 @@ struct Expected {
 };
 
 Expected reference(const std::string& path, const std::vector<std::int64_t>& graphs) {
-  at::Tensor nodeOffsets = readAll(path, "node_offsets", at::kLong);
-  at::Tensor edgeOffsets = readAll(path, "edge_offsets", at::kLong);
-  at::Tensor features = readAll(path, "node_features", at::kFloat);
-  at::Tensor types = readAll(path, "node_type", at::kLong);
-  at::Tensor edges = readAll(path, "edge_index", at::kLong);
-  at::Tensor edgeFeatures = readAll(path, "edge_features", at::kFloat);
-  at::Tensor labels = readAll(path, "label", at::kLong);
+  at::Tensor nodeOffsets = readGraphsDataset(path, "node_offsets", at::kLong);
+  at::Tensor edgeOffsets = readGraphsDataset(path, "edge_offsets", at::kLong);
+  at::Tensor features = readGraphsDataset(path, "node_features", at::kFloat);
+  at::Tensor types = readGraphsDataset(path, "node_type", at::kLong);
+  at::Tensor edges = readGraphsDataset(path, "edge_index", at::kLong);
+  at::Tensor edgeFeatures = readGraphsDataset(path, "edge_features", at::kFloat);
+  at::Tensor labels = readGraphsDataset(path, "label", at::kLong);
   std::vector<at::Tensor> x, t, e, ef, owner, y;
   std::int64_t base = 0;
   for (std::size_t i = 0; i < graphs.size(); ++i) {
@@ -95,7 +96,7 @@ class GraphsLayout : public ::testing::Test {
 TEST_F(GraphsLayout, TrainBatchesAreTheFileGraphsShiftedIntoOneGraph) {
   std::string path = dir_.file("g.h5");
   test::writeGraphsFile(path, {});
-  auto data = load(test::graphsConfig(path));
+  auto data = loadGraphs(test::graphsConfig(path));
   ASSERT_EQ(data->info().layout, "graphs");
   data->beginEpoch(0);
   std::set<std::int64_t> seen;
@@ -115,8 +116,8 @@ TEST_F(GraphsLayout, TrainBatchesAreTheFileGraphsShiftedIntoOneGraph) {
 TEST_F(GraphsLayout, SplitsAreStratifiedByLabelAndDisjoint) {
   std::string path = dir_.file("g.h5");
   test::writeGraphsFile(path, {});  // 60 graphs, labels sorted: 20 per class
-  auto data = load(test::graphsConfig(path));
-  at::Tensor labels = readAll(path, "label", at::kLong);
+  auto data = loadGraphs(test::graphsConfig(path));
+  at::Tensor labels = readGraphsDataset(path, "label", at::kLong);
   std::set<std::int64_t> all;
   std::map<Split, std::vector<std::int64_t>> perClass;
   for (Split split : {Split::kTrain, Split::kVal, Split::kTest}) {
@@ -171,7 +172,7 @@ TEST_F(GraphsLayout, RegressionLabelsKeepTheFileOrder) {
   test::writeGraphsFile(path, {});
   Config config = test::graphsConfig(path);
   config.model.task = Task::kRegression;  // integer labels read as numbers
-  auto data = load(config);
+  auto data = loadGraphs(config);
   data::Batch val = data->evalBatch(Split::kVal, 0, data->evalCount(Split::kVal), at::kFloat);
   EXPECT_EQ(val.sampleIndex.cpu()[0].item<std::int64_t>(), 48);  // the 49th graph: time order
 }

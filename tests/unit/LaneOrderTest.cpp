@@ -17,30 +17,30 @@
 namespace mb::data {
 namespace {
 
-constexpr std::int64_t kItems = 997;  // prime: unequal shards and lanes
+constexpr std::int64_t kLaneItems = 997;  // prime: unequal shards and lanes
 
-struct Case {
+struct LaneCase {
   std::int64_t shards;  // V
   std::int64_t lanes;   // L
   std::int64_t stride;
 };
 
-GlobalOrder laneOrder(const Case& c) {
-  return GlobalOrder(kItems, c.shards, 7, c.shards * c.lanes, false, 0, {c.lanes, c.stride});
+GlobalOrder laneOrder(const LaneCase& c) {
+  return GlobalOrder(kLaneItems, c.shards, 7, c.shards * c.lanes, false, 0, {c.lanes, c.stride});
 }
 
-std::string describe(const Case& c) {
+std::string describe(const LaneCase& c) {
   return "V=" + std::to_string(c.shards) + " L=" + std::to_string(c.lanes) +
          " stride=" + std::to_string(c.stride);
 }
 
-class LaneOrderProperty : public ::testing::TestWithParam<Case> {};
+class LaneOrderProperty : public ::testing::TestWithParam<LaneCase> {};
 
 TEST_P(LaneOrderProperty, LanesCutEachShardIntoContiguousStreams) {
-  const Case c = GetParam();
+  const LaneCase c = GetParam();
   GlobalOrder order = laneOrder(c);
   ASSERT_EQ(order.numLanes(), c.shards * c.lanes);
-  std::int64_t next = 0, shortest = kItems;
+  std::int64_t next = 0, shortest = kLaneItems;
   for (std::int64_t lane = 0; lane < order.numLanes(); ++lane) {
     ItemRange items = order.laneItems(lane);
     EXPECT_EQ(items.begin, next) << describe(c) << " lane " << lane;
@@ -50,14 +50,14 @@ TEST_P(LaneOrderProperty, LanesCutEachShardIntoContiguousStreams) {
     shortest = std::min(shortest, items.size());
     next = items.end;
   }
-  EXPECT_EQ(next, kItems);
+  EXPECT_EQ(next, kLaneItems);
   EXPECT_EQ(order.shortestLane(), shortest) << describe(c);
   for (std::int64_t lane = 0; lane < order.numLanes(); ++lane)
     EXPECT_LE(order.laneItems(lane).size(), shortest + 1) << describe(c);
 }
 
 TEST_P(LaneOrderProperty, RankSharesMergeIntoTheSingleRankBatches) {
-  const Case c = GetParam();
+  const LaneCase c = GetParam();
   GlobalOrder order = laneOrder(c);
   for (int world : {1, 2, 3, 4}) {
     if (world > c.shards) continue;
@@ -82,7 +82,7 @@ TEST_P(LaneOrderProperty, RankSharesMergeIntoTheSingleRankBatches) {
 }
 
 TEST_P(LaneOrderProperty, LanesAdvanceByTheStrideInsideThemselves) {
-  const Case c = GetParam();
+  const LaneCase c = GetParam();
   GlobalOrder order = laneOrder(c);
   std::vector<std::int64_t> previous;
   std::int64_t passes = 0;
@@ -111,7 +111,7 @@ TEST_P(LaneOrderProperty, LanesAdvanceByTheStrideInsideThemselves) {
 // The documented rule: an epoch visits offsets [0, m) of every lane exactly once, m the
 // shortest lane; it skips only the last item of lanes of length m + 1.
 TEST_P(LaneOrderProperty, EveryEpochCoversTheShortestLaneLengthOnce) {
-  const Case c = GetParam();
+  const LaneCase c = GetParam();
   GlobalOrder order = laneOrder(c);
   for (std::int64_t epoch : {0, 5}) {
     std::map<std::int64_t, int> seen;
@@ -131,27 +131,27 @@ TEST_P(LaneOrderProperty, EveryEpochCoversTheShortestLaneLengthOnce) {
         skipped += covered ? 0 : 1;
       }
     }
-    EXPECT_EQ(static_cast<std::int64_t>(seen.size()) + skipped, kItems);
+    EXPECT_EQ(static_cast<std::int64_t>(seen.size()) + skipped, kLaneItems);
     EXPECT_LE(skipped, order.numLanes());
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, LaneOrderProperty,
-                         ::testing::Values(Case{1, 1, 1}, Case{1, 8, 3}, Case{4, 3, 1},
-                                           Case{4, 2, 4}, Case{8, 5, 2}, Case{8, 1, 7},
-                                           Case{4, 3, 200}));
+                         ::testing::Values(LaneCase{1, 1, 1}, LaneCase{1, 8, 3}, LaneCase{4, 3, 1},
+                                           LaneCase{4, 2, 4}, LaneCase{8, 5, 2}, LaneCase{8, 1, 7},
+                                           LaneCase{4, 3, 200}));
 
 TEST(LaneOrder, RoundRobinOrderHasNoLanes) {
-  GlobalOrder order(kItems, 4, 7, 40, false);
+  GlobalOrder order(kLaneItems, 4, 7, 40, false);
   EXPECT_FALSE(order.laneOrder());
   EXPECT_EQ(order.numLanes(), 0);
   EXPECT_TRUE(order.epochShare(0, {0, 4}).lanes.empty());
-  EXPECT_EQ(order.batchesPerEpoch(), (kItems + 39) / 40);
+  EXPECT_EQ(order.batchesPerEpoch(), (kLaneItems + 39) / 40);
 }
 
 TEST(LaneOrder, RejectsABatchThatIsNotOneItemPerLane) {
-  EXPECT_THROW(GlobalOrder(kItems, 4, 7, 30, false, 0, {8, 1}), std::invalid_argument);
-  EXPECT_THROW(GlobalOrder(kItems, 4, 7, 32, false, 0, {8, 0}), std::invalid_argument);
+  EXPECT_THROW(GlobalOrder(kLaneItems, 4, 7, 30, false, 0, {8, 1}), std::invalid_argument);
+  EXPECT_THROW(GlobalOrder(kLaneItems, 4, 7, 32, false, 0, {8, 0}), std::invalid_argument);
   EXPECT_THROW(GlobalOrder(40, 4, 7, 44, false, 0, {11, 1}), std::invalid_argument);  // empty lanes
   EXPECT_NO_THROW(GlobalOrder(40, 4, 7, 40, false, 0, {10, 1}));
 }

@@ -87,7 +87,7 @@ void requireGraphRows(const std::string& path, const DatasetMeta& d, std::int64_
         "one label (and graph id) per graph, in the graphs' order");
 }
 
-std::int64_t readVocabSize(hid_t file, const std::string& path, const DatasetMeta& types) {
+std::int64_t readNodeTypeVocab(hid_t file, const std::string& path, const DatasetMeta& types) {
   h5::Handle dataset = h5::openDataset(file, types.path, ExitCode::kData);
   if (!h5::hasAttribute(dataset.get(), "vocab_size"))
     throw DataError(schema::where(path, types.path) + ": attribute vocab_size is missing",
@@ -259,7 +259,7 @@ std::shared_ptr<const Layout> GraphsLayout::open(hid_t file, const std::string& 
     schema::requireInteger(path, d.nodeTypes, "node type ids 0..vocab_size-1");
     if (d.nodeFeatures.present()) schema::requireRows(path, d.nodeTypes, nodes, d.nodeFeatures);
     nodes = d.nodeTypes.info.rows();
-    vocab = readVocabSize(file, path, d.nodeTypes);
+    vocab = readNodeTypeVocab(file, path, d.nodeTypes);
   }
   d.edgeIndex = schema::require(file, path, "edge_index", "edge_index");
   schema::requireRank(path, d.edgeIndex, 2, 2, "[2, E]");

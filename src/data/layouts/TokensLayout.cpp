@@ -12,7 +12,7 @@ namespace {
 
 constexpr const char* kTokensName = "tokens";
 
-std::int64_t readVocabSize(hid_t file, const std::string& path, const DatasetMeta& tokens) {
+std::int64_t readTokenVocab(hid_t file, const std::string& path, const DatasetMeta& tokens) {
   h5::Handle dataset = h5::openDataset(file, tokens.path, ExitCode::kData);
   std::int64_t vocab = 0;
   if (h5::hasAttribute(dataset.get(), "vocab_size")) {
@@ -72,7 +72,7 @@ std::shared_ptr<const Layout> TokensLayout::open(hid_t file, const std::string& 
   DatasetMeta tokens = schema::require(file, path, config.data.names.tokens, "tokens");
   schema::requireRank(path, tokens, 1, 1, "[T]");
   schema::requireInteger(path, tokens, "token ids: uint8, uint16, or int32");
-  std::int64_t vocab = readVocabSize(file, path, tokens);
+  std::int64_t vocab = readTokenVocab(file, path, tokens);
   std::int64_t context = config.data.context;
   std::int64_t length = tokens.info.rows();
   if (length < context + 1)

@@ -10,18 +10,14 @@
 #include "common/Strings.h"
 
 namespace mb::model {
-namespace {
-
-LossKind resolveLoss(const ModelConfig& config) {
+LossKind resolvedLoss(const ModelConfig& config) {
   if (config.loss != LossKind::kAuto) return config.loss;
   return config.task == Task::kClassification ? LossKind::kCrossEntropy : LossKind::kMse;
 }
 
-}  // namespace
-
 Objective::Objective(const ModelConfig& config, const data::DataInfo& info)
     : task_(config.task),
-      loss_(resolveLoss(config)),
+      loss_(resolvedLoss(config)),
       huberDelta_(config.huberDelta),
       targetShape_(info.targetShape) {
   if (targetShape_.size() > 1)

@@ -14,6 +14,9 @@
 
 namespace mb::model {
 
+// model.loss with `auto` resolved by the task: cross_entropy for classification, else mse.
+LossKind resolvedLoss(const ModelConfig& config);
+
 class Objective {
  public:
   Objective(const ModelConfig& config, const data::DataInfo& info);

@@ -7,14 +7,10 @@
 #include <ATen/core/grad_mode.h>
 
 #include "common/Error.h"
+#include "model/parts/Objective.h"
 
 namespace mb::model {
 namespace {
-
-LossKind resolveLoss(const ModelConfig& config) {
-  if (config.loss != LossKind::kAuto) return config.loss;
-  return config.task == Task::kClassification ? LossKind::kCrossEntropy : LossKind::kMse;
-}
 
 // Mean over each date's present instruments of `perInstrument` [B, N], summed over dates.
 at::Tensor sumOfDateMeans(const at::Tensor& perInstrument, const at::Tensor& present) {
@@ -26,7 +22,7 @@ at::Tensor sumOfDateMeans(const at::Tensor& perInstrument, const at::Tensor& pre
 }  // namespace
 
 PanelObjective::PanelObjective(const ModelConfig& config, const data::DataInfo& info)
-    : task_(config.task), loss_(resolveLoss(config)), huberDelta_(config.huberDelta) {
+    : task_(config.task), loss_(resolvedLoss(config)), huberDelta_(config.huberDelta) {
   if (info.targetShape.size() > 1)
     throw DataError(info.path + ": panel targets must be [T, N] or [T, N, K], found " +
                         std::to_string(info.targetShape.size() + 2) + " dimensions",
