@@ -86,12 +86,8 @@ def valgrind_env(binary, workdir):
     return env
 
 
-VALGRIND_ENV = {}
-
-
-def instructions(cmd):
-    """Instructions the command executes (callgrind, one thread)."""
-    env = VALGRIND_ENV
+def instructions(cmd, env):
+    """Instructions the command executes (callgrind, one thread; `env` from valgrind_env)."""
     out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"] + cmd, env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, universal_newlines=True)
     if out.returncode != 0:
@@ -99,9 +95,9 @@ def instructions(cmd):
     return int(re.search(r"Collected : (\d+)", out.stderr).group(1))
 
 
-def per_unit(make_cmd, short, long):
+def per_unit(make_cmd, short, long, env):
     """Instructions per unit (batch or step): (I(long) - I(short)) / (long - short)."""
-    return (instructions(make_cmd(long)) - instructions(make_cmd(short))) / (long - short)
+    return (instructions(make_cmd(long), env) - instructions(make_cmd(short), env)) / (long - short)
 
 
 def train_cmd(binary, config, path, run_dir):
@@ -114,6 +110,7 @@ def train_cmd(binary, config, path, run_dir):
 
 
 def count_instructions(binaries, workdir, config, args):
+    env = valgrind_env(binaries["new"], workdir)
     print("\n| measure | new | old | old / new |")
     print("|---|---|---|---|")
     rows = {}
@@ -127,7 +124,7 @@ def count_instructions(binaries, workdir, config, args):
     if not args.skip_gather:
         row("gather, instructions per batch (LSTM seed shape)",
             {side: per_unit(lambda n, b=b: [b, "data", "check", "--config", config, "--batches", str(n), "--report",
-                                            report], 10, 10 + args.batches) for side, b in binaries.items()})
+                                            report], 10, 10 + args.batches, env) for side, b in binaries.items()})
     demo, arith = os.path.join(workdir, "demo-small.h5"), os.path.join(workdir, "arith-small.h5")
     # Small files: loading and value checks cancel in the difference, but run ~50x slower here.
     for tool, out, extra in (("synth-series", demo, ["--rows", "20000"]),
@@ -137,7 +134,7 @@ def count_instructions(binaries, workdir, config, args):
         counts = {}
         for side, b in binaries.items():
             make = train_cmd(b, os.path.join(ROOT, "configs", cfg), path, os.path.join(workdir, side + name[-3:]))
-            counts[side] = per_unit(make, 5, 5 + args.steps)
+            counts[side] = per_unit(make, 5, 5 + args.steps, env)
         row("%s, instructions per train step" % name, counts)
     return rows
 
@@ -165,7 +162,6 @@ def main():
     config = gather_config(workdir, series)
     report = os.path.join(workdir, "report.json")
     if args.instructions:
-        VALGRIND_ENV.update(valgrind_env(binaries["new"], workdir))
         counts = count_instructions(binaries, workdir, config, args)
         benchlib.finish("compare_builds_instructions", {"new": args.new, "old": args.old, "counts": counts}, host,
                         args.out)
