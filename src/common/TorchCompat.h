@@ -92,6 +92,15 @@ inline void setTf32(bool enabled) {
   at::globalContext().setAllowTF32CuDNN(enabled);
 }
 
+// --- allocators -------------------------------------------------------------
+// c10::Allocator::allocate is const before 2.3 and not since (pytorch PR 120969); 2.3 also
+// added copy_data, pure virtual, which an allocator must then define (CpuAllocationScope.cpp).
+#if MB_TORCH_VERSION_AT_LEAST(2, 3)
+#define MB_ALLOCATOR_CONST
+#else
+#define MB_ALLOCATOR_CONST const
+#endif
+
 // --- attention --------------------------------------------------------------
 // at::scaled_dot_product_attention (fused / flash kernels) arrived in 2.0.
 constexpr bool kHasFusedAttention = MB_TORCH_VERSION_AT_LEAST(2, 0);

@@ -7,6 +7,7 @@
 
 #include <c10/core/GradMode.h>
 
+#include "common/CpuAllocationScope.h"
 #include "common/Error.h"
 #include "common/Strings.h"
 #include "config/ConfigLoader.h"
@@ -110,6 +111,35 @@ void loadModelState(model::Model& module, const NamedTensors& saved, const std::
   }
 }
 
+// Note [A checkpoint's config describes its tensors]
+// The model is built from /meta's config before a tensor is read, and its shapes are then what
+// the tensors must be. A config edited to describe a huge model (model.hidden 40000 over
+// tensors of 32) would otherwise allocate tens of GB before that check. Checkpoints are not
+// compressed, and the model is built in float32 as they store it, so its parameters and
+// buffers take no more bytes than the file; the build may hold twice that plus 256 MiB of
+// temporaries, and a config that needs more is refused (exit 4) before it fills memory.
+std::shared_ptr<model::Model> buildModelWithinFile(const Config& config, const data::DataInfo& info,
+                                                   const std::string& path) {
+  constexpr std::int64_t kSlack = std::int64_t{256} << 20;
+  const std::int64_t cap = 2 * static_cast<std::int64_t>(fs::file_size(path)) + kSlack;
+  try {
+    CpuAllocationScope scope(cap);
+    return model::buildModel(config.model, info, static_cast<std::uint64_t>(config.train.seed));
+  } catch (const AllocationCapExceeded& e) {
+    throw HostileCheckpointError(
+        path + ": its /meta config describes a " + config.model.kind +
+            " model larger than the file's tensors: building it asked for " +
+            str::humanBytes(static_cast<double>(e.requested)) + " with " +
+            str::humanBytes(static_cast<double>(e.live)) + " held, over the " +
+            str::humanBytes(static_cast<double>(e.cap)) + " that a file of " +
+            str::humanBytes(static_cast<double>(fs::file_size(path))) +
+            " allows; the config was edited or belongs to another checkpoint (not written by "
+            "megabatch, or rewritten)",
+        "use the checkpoint as megabatch wrote it; `megabatch inspect` on it shows its config "
+        "and tensors");
+  }
+}
+
 ExpectedTensors expectedTensors(model::Model& module) {
   ExpectedTensors expected;
   expected.source = "the " + module.kind() + " model the checkpoint's config describes";
@@ -129,8 +159,7 @@ TrainedModel loadTrainedModel(const std::string& fileOrRunDir,
   CheckpointContent header = readCheckpointHeader(run.path);
   run.config = parseConfig(header.configYaml, run.path + " (/meta config)", overrides);
   data::DataInfo info = data::modelSpecFromYaml(header.dataInfoYaml);
-  run.model =
-      model::buildModel(run.config.model, info, static_cast<std::uint64_t>(run.config.train.seed));
+  run.model = buildModelWithinFile(run.config, info, run.path);
   ExpectedTensors expected = expectedTensors(*run.model);
   run.checkpoint = readCheckpointFile(run.path, &expected);
   loadModelState(*run.model, run.checkpoint.model, run.path);

@@ -11,6 +11,9 @@
 namespace mb::model {
 class Model;
 }
+namespace mb::data {
+struct DataInfo;
+}
 
 namespace mb::train {
 
@@ -22,6 +25,12 @@ std::string resolveCheckpointPath(const std::string& fileOrRunDir);
 // ways (tied aliases such as lm_head.weight may be absent). Throws CheckpointError naming the
 // file and the entry.
 void loadModelState(model::Model& module, const NamedTensors& saved, const std::string& file);
+
+// Builds the model `config` describes, as a checkpoint at `path` would hold it, refusing (exit 4,
+// HostileCheckpointError) one that needs more memory than the file's tensors could fill (Note
+// [A checkpoint's config describes its tensors]).
+std::shared_ptr<model::Model> buildModelWithinFile(const Config& config, const data::DataInfo& info,
+                                                   const std::string& path);
 
 struct TrainedModel {
   std::string path;

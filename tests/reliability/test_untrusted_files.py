@@ -197,6 +197,33 @@ class UntrustedCheckpointTest(CheckpointCase):
         make_fifo(outside)
         self.check_all_commands(path, "an external link to " + outside + ":/x")
 
+    def test_config_describing_a_huge_model_is_refused_before_it_is_built(self):
+        """Issue 36 item 5: /meta's config edited to model.hidden 40000 over tensors of 32 (the
+        LSTM would need about 25 GB): refused (exit 4) within the file's memory bound."""
+        path = self.path("step-00000020.h5")
+        shutil.copy(self.good, path)
+        with h5py.File(path, "r+") as f:
+            config = f["meta"].attrs["config"]
+            config = config.decode() if isinstance(config, bytes) else config
+            edited, count = re.subn(r"(\n\s+hidden:\s*)32\b", r"\g<1>40000", config)
+            self.assertEqual(count, 1, config)
+            f["meta"].attrs["config"] = edited
+        runs = {
+            "eval": ["eval", "--checkpoint", path, "data.path=" + self.data],
+            "predict": ["predict", "--checkpoint", path, "--data", self.data, "--out", self.path("p.h5")],
+            "export": ["export", "--checkpoint", path, "--to", self.path("m.pt")],
+        }
+        for what, args in runs.items():
+            r, rss_kb = timed(args, cwd=self.tmp)
+            print("huge config, %s: exit %d, peak RSS %.1f MiB, %.1f s" % (what, r.returncode, rss_kb / 1024.0,
+                                                                           r.seconds))
+            report = "%s\n%r" % (what, r)
+            self.assertEqual(r.returncode, 4, report)
+            self.assertIn("its /meta config describes a lstm model larger than the file's tensors", r.output, report)
+            self.assertIn(HOSTILE, r.output, report)
+            self.assertLess(rss_kb, RSS_LIMIT_KB, report)
+            self.assertFalse(mbtest.crash_signs(r.output), report)
+
     def test_resume_auto_falls_back_from_a_hostile_newest_checkpoint(self):
         run_dir = self.path("run")
         shutil.copytree(self.run_dir, run_dir)
