@@ -130,7 +130,8 @@ def count_instructions(binaries, workdir, config, args):
     for tool, out, extra in (("synth-series", demo, ["--rows", "20000"]),
                              ("arith", arith, ["--problems", "5000", "--heldout", "100"])):
         subprocess.run([binaries["new"], "data", tool, "--out", out] + extra, check=True, stdout=subprocess.DEVNULL)
-    for name, cfg, path in (("demo LSTM", "demo.yaml", demo), ("tiny GPT", "arith-gpt.yaml", arith)):
+    models = {"lstm": ("demo LSTM", "demo.yaml", demo), "gpt": ("tiny GPT", "arith-gpt.yaml", arith)}
+    for name, cfg, path in (models[m] for m in args.models):
         counts = {}
         for side, b in binaries.items():
             make = train_cmd(b, os.path.join(ROOT, "configs", cfg), path, os.path.join(workdir, side + name[-3:]))
@@ -149,6 +150,8 @@ def main():
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--skip-gather", action="store_true", help="compare training only")
+    parser.add_argument("--models", default="lstm,gpt", type=lambda s: s.split(","),
+                        help="models to train, of lstm,gpt (e.g. --models gpt --skip-gather for one row)")
     parser.add_argument("--out", default="", help="raw JSON (default: bench/results/compare_builds-DATE.json)")
     parser.add_argument("--instructions", action="store_true",
                         help="count instructions with callgrind (use small --batches and --steps, e.g. 40 and 10)")
@@ -172,7 +175,7 @@ def main():
 
     rows = [("gather, LSTM seed shape (ms per batch, 1 thread)", "ms", paired(args.repeats, gather("new"), gather("old")))]
     data = cpu_throughput.make_data(binaries["new"], workdir)
-    for model in ("lstm", "gpt"):
+    for model in args.models:
         name = cpu_throughput.LABELS[model]
 
         def train(side, model=model, name=name):

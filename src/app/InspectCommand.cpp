@@ -15,7 +15,11 @@ namespace mb::app {
 namespace {
 
 int inspectCheckpoint(const std::string& path) {
+  const bool configChecked = train::checkConfigDescribesTensors(path);  // exit 4 if it does not
   std::fputs(train::describeCheckpoint(path).c_str(), stdout);
+  std::fputs(configChecked ? "  config:       describes exactly these model tensors\n"
+                           : "  config:       a TorchScript model (its archive gives the shapes)\n",
+             stdout);
   return 0;
 }
 

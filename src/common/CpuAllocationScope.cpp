@@ -1,6 +1,8 @@
 #include "common/CpuAllocationScope.h"
 
 #include <atomic>
+#include <mutex>
+#include <unordered_map>
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
@@ -25,18 +27,38 @@ Counters& counters() {
   return instance;
 }
 
-// What the counting allocator's DataPtr carries: the inner allocation, and what it counted.
+// What the counting allocator remembers of each of its allocations, keyed by the data pointer:
+// a DataPtr's context must be its data pointer (Allocator::raw_allocate, used by TorchScript's
+// ops, asserts it), so this cannot travel in the DataPtr itself.
 struct Counted {
   c10::DataPtr inner;
   std::int64_t bytes;
   std::int64_t generation;  // -1: allocated outside any scope
 };
 
-void releaseCounted(void* context) {
-  auto* counted = static_cast<Counted*>(context);
+struct CountedTable {
+  std::mutex mutex;
+  std::unordered_map<void*, Counted> byData;
+};
+
+CountedTable& countedTable() {
+  static auto* table = new CountedTable();  // never destroyed: storages may outlive main()
+  return *table;
+}
+
+void releaseCounted(void* data) {
+  Counted counted;
+  {
+    CountedTable& table = countedTable();
+    std::lock_guard<std::mutex> lock(table.mutex);
+    auto it = table.byData.find(data);
+    if (it == table.byData.end()) return;
+    counted = std::move(it->second);
+    table.byData.erase(it);
+  }
   Counters& c = counters();
-  if (counted->generation == c.generation.load() && c.active.load()) c.live -= counted->bytes;
-  delete counted;  // frees the inner allocation through its own deleter
+  if (counted.generation == c.generation.load() && c.active.load()) c.live -= counted.bytes;
+  // counted.inner frees the allocation through its own deleter, outside the lock.
 }
 
 void raisePeak(Counters& c, std::int64_t live) {
@@ -66,9 +88,16 @@ class CountingCpuAllocator final : public c10::Allocator {
     c10::DataPtr inner = inner_->allocate(n);
     void* data = inner.get();
     const c10::Device device = inner.device();
-    auto* counted = new Counted{std::move(inner), bytes, generation};
-    return {data, counted, &releaseCounted, device};
+    if (data == nullptr) return inner;  // zero bytes: nothing to count or free
+    {
+      CountedTable& table = countedTable();
+      std::lock_guard<std::mutex> lock(table.mutex);
+      table.byData[data] = Counted{std::move(inner), bytes, generation};
+    }
+    return {data, data, &releaseCounted, device};
   }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &releaseCounted; }
 
 #if MB_TORCH_VERSION_AT_LEAST(2, 3)
   void copy_data(void* dest, const void* src, std::size_t count) const override {

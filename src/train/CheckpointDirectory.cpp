@@ -102,7 +102,8 @@ void CheckpointDirectory::prune(const std::string& keep) {
   }
 }
 
-std::optional<std::pair<std::string, CheckpointContent>> CheckpointDirectory::loadNewest() const {
+std::optional<std::pair<std::string, CheckpointContent>> CheckpointDirectory::loadNewest(
+    const std::function<void(const std::string&)>& alsoCheck) const {
   std::vector<std::string> candidates;
   std::string latest = readLatestName(dir_);
   if (!latest.empty()) candidates.push_back((fs::path(dir_) / latest).string());
@@ -115,6 +116,7 @@ std::optional<std::pair<std::string, CheckpointContent>> CheckpointDirectory::lo
   for (const auto& path : candidates) {
     try {
       CheckpointContent content = readCheckpointFile(path);
+      if (alsoCheck) alsoCheck(path);
       if (!failures.empty())
         log::get("ckpt").warn("falling back to {} (the newer checkpoint could not be loaded)",
                               path);

@@ -2,6 +2,7 @@
 // The checkpoints/ folder of a run (DESIGN.md "Run directory"): step-<8 digits>.h5 files, the
 // `latest` pointer, best.h5; which to keep, and which to resume from.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -31,8 +32,10 @@ class CheckpointDirectory {
   std::vector<std::string> stepFiles() const;
   // The newest checkpoint that loads: `latest` first, then older step files, each failure
   // logged as a warning naming the file. nullopt when the directory has no checkpoints;
-  // CheckpointError when some exist but none loads.
-  std::optional<std::pair<std::string, CheckpointContent>> loadNewest() const;
+  // CheckpointError when some exist but none loads. `alsoCheck` (the trainer's: the config
+  // describes the tensors) may refuse a file by throwing an Error; the next one is tried.
+  std::optional<std::pair<std::string, CheckpointContent>> loadNewest(
+      const std::function<void(const std::string&)>& alsoCheck = {}) const;
 
  private:
   void prune(const std::string& keep);

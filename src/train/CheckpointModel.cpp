@@ -9,6 +9,7 @@
 
 #include "common/CpuAllocationScope.h"
 #include "common/Error.h"
+#include "common/Hdf5.h"
 #include "common/Strings.h"
 #include "config/ConfigLoader.h"
 #include "data/DataInfo.h"
@@ -138,6 +139,56 @@ std::shared_ptr<model::Model> buildModelWithinFile(const Config& config, const d
         "use the checkpoint as megabatch wrote it; `megabatch inspect` on it shows its config "
         "and tensors");
   }
+}
+
+// The state-dict entries ("model/<name>") of `expected` that `held` lacks, and those it holds
+// that `expected` does not; a tied weight's alias may be absent.
+std::vector<std::string> entryMismatches(const ExpectedTensors& expected,
+                                         const std::vector<CheckedTensor>& held,
+                                         const std::set<std::string>& aliases) {
+  std::set<std::string> heldModel;
+  for (const auto& tensor : held)
+    if (tensor.path.rfind("model/", 0) == 0) heldModel.insert(tensor.path);
+  std::vector<std::string> missing, unexpected, parts;
+  for (const auto& [name, shape] : expected.tensors)
+    if (!heldModel.count(name) && !aliases.count(name)) missing.push_back(name);
+  for (const auto& name : heldModel)
+    if (!expected.tensors.count(name)) unexpected.push_back(name);
+  if (!missing.empty())
+    parts.push_back("the file lacks " + std::to_string(missing.size()) + " of its tensors (" +
+                    someNames(missing) + ")");
+  if (!unexpected.empty())
+    parts.push_back("the file holds " + std::to_string(unexpected.size()) + " it has not (" +
+                    someNames(unexpected) + ")");
+  return parts;
+}
+
+bool checkConfigDescribesTensors(const std::string& path) {
+  CheckpointContent header = readCheckpointHeader(path);
+  const Config config = parseConfig(header.configYaml, path + " (/meta config)", {});
+  // A TorchScript model's shapes come from its archive (the user's own file), not from keys.
+  if (config.model.kind == "torchscript") return false;
+  auto module = buildModelWithinFile(config, data::modelSpecFromYaml(header.dataInfoYaml), path);
+  const ExpectedTensors expected = expectedTensors(*module);
+  std::vector<CheckedTensor> held;
+  {
+    std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
+    h5::Handle file = h5::openFile(path, false, ExitCode::kCheckpoint);
+    held = verifyCheckpointTree(file.get(), path, &expected);  // shapes: exit 4 on a mismatch
+  }
+  std::set<std::string> aliases;
+  for (const auto& [alias, source] : module->tiedWeights())
+    aliases.insert("model/" + alias);
+  const std::vector<std::string> parts = entryMismatches(expected, held, aliases);
+  if (!parts.empty())
+    throw HostileCheckpointError(
+        path + ": its /meta config describes a " + config.model.kind +
+            " model other than the one its tensors hold: " + str::join(parts, "; ") +
+            "; the config was edited or belongs to another checkpoint (not written by megabatch, "
+            "or rewritten)",
+        "use the checkpoint as megabatch wrote it; `megabatch inspect` on it shows its config "
+        "and tensors");
+  return true;
 }
 
 ExpectedTensors expectedTensors(model::Model& module) {

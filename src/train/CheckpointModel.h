@@ -32,6 +32,12 @@ void loadModelState(model::Model& module, const NamedTensors& saved, const std::
 std::shared_ptr<model::Model> buildModelWithinFile(const Config& config, const data::DataInfo& info,
                                                    const std::string& path);
 
+// Refuses (exit 4, HostileCheckpointError) a checkpoint whose /meta config describes a model
+// other than its tensors: shapes, names, or one too large to build within the file's bound.
+// inspect and resume call it; eval, predict, export and sample check the same while loading.
+// False for a TorchScript model, not checked: its shapes come from the archive, not the config.
+bool checkConfigDescribesTensors(const std::string& path);
+
 struct TrainedModel {
   std::string path;
   CheckpointContent checkpoint;

@@ -134,7 +134,7 @@ std::optional<CheckpointContent> Trainer::findResumePoint() {
       return;
     }
     if (mode == "auto") {
-      if (auto found = checkpoints_->loadNewest()) {
+      if (auto found = checkpoints_->loadNewest(checkConfigDescribesTensors)) {
         trainLog().info("resuming from {} (step {}, saved on {} ranks)", found->first,
                         found->second.trainer.step, found->second.worldSize);
         resumed = std::move(found->second);
@@ -142,6 +142,7 @@ std::optional<CheckpointContent> Trainer::findResumePoint() {
       return;
     }
     resumed = readCheckpointFile(mode);
+    checkConfigDescribesTensors(mode);
     trainLog().info("resuming from {} (step {})", mode, resumed->trainer.step);
   });
   // Every rank learns whether training resumes and where it stands (Note [Trainer state

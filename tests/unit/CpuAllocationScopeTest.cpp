@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/Functions.h>
+#include <c10/core/CPUAllocator.h>
 
 #include "common/CpuAllocationScope.h"
 
@@ -53,6 +54,20 @@ TEST(CpuAllocationScope, StorageFromAScopeWorksAfterItAndOnlyOneScopeAtATime) {
   EXPECT_FLOAT_EQ(kept.sum().item<float>(), 200000.0f);
   at::Tensor huge = at::empty({64 * kMiB}, at::kFloat);  // 256 MiB: no cap outside a scope
   EXPECT_EQ(huge.numel(), 64 * kMiB);
+}
+
+// TorchScript's ops allocate through raw_allocate, which requires a DataPtr whose context is its
+// data pointer and frees through raw_deleter: a scope must serve both (it once did not).
+TEST(CpuAllocationScope, ServesRawAllocationsAsTorchScriptMakesThem) {
+  CpuAllocationScope scope;
+  c10::Allocator* allocator = c10::GetCPUAllocator();
+  void* raw = allocator->raw_allocate(3 * kMiB);
+  ASSERT_NE(raw, nullptr);
+  EXPECT_GE(scope.liveBytes(), 3 * kMiB);
+  static_cast<char*>(raw)[3 * kMiB - 1] = 7;
+  allocator->raw_deallocate(raw);
+  EXPECT_LT(scope.liveBytes(), kMiB);
+  EXPECT_GE(scope.peakBytes(), 3 * kMiB);
 }
 
 }  // namespace
