@@ -6,6 +6,7 @@
 #include <set>
 
 #include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
 
 #include "common/CpuAllocationScope.h"
 #include "common/Error.h"
@@ -165,10 +166,25 @@ std::vector<std::string> entryMismatches(const ExpectedTensors& expected,
 
 bool checkConfigDescribesTensors(const std::string& path) {
   CheckpointContent header = readCheckpointHeader(path);
-  const Config config = parseConfig(header.configYaml, path + " (/meta config)", {});
-  // A TorchScript model's shapes come from its archive (the user's own file), not from keys.
-  if (config.model.kind == "torchscript") return false;
-  auto module = buildModelWithinFile(config, data::modelSpecFromYaml(header.dataInfoYaml), path);
+  Config config;
+  std::shared_ptr<model::Model> module;
+  try {
+    config = parseConfig(header.configYaml, path + " (/meta config)", {});
+    // A TorchScript model's shapes come from its archive (the user's own file), not from keys.
+    if (config.model.kind == "torchscript") return false;
+    module = buildModelWithinFile(config, data::modelSpecFromYaml(header.dataInfoYaml), path);
+  } catch (const Error& e) {
+    if (e.code() == ExitCode::kCheckpoint) throw;
+    throw HostileCheckpointError(path +
+                                     ": its /meta config describes no model megabatch can build (" +
+                                     e.message() + "); not written by megabatch, or rewritten",
+                                 "use the checkpoint as megabatch wrote it");
+  } catch (const c10::Error& e) {  // LibTorch refusing a shape the config asked for
+    throw HostileCheckpointError(path + ": its /meta config describes no model megabatch can " +
+                                     "build (" + e.what_without_backtrace() +
+                                     "); not written by megabatch, or rewritten",
+                                 "use the checkpoint as megabatch wrote it");
+  }
   const ExpectedTensors expected = expectedTensors(*module);
   std::vector<CheckedTensor> held;
   {

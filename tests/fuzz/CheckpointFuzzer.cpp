@@ -11,14 +11,17 @@
 // contiguous, compact, external storage, virtual), fill value and contents; a tensor replaced by
 // an external link, a soft link (out of its group, dangling, to itself) or deleted; a group
 // linked into itself; unexpected tensors, named datatypes, groups replaced by links; the
-// manifest deleted, emptied or rewritten; trainer attributes deleted or retyped.
+// manifest deleted, emptied or rewritten; trainer attributes deleted or retyped; then /meta's
+// config or data description rewritten to describe a huge model, another one, or none.
 // Every outside reference names a FIFO, so a reader that opened one would block until
 // libFuzzer's -timeout reports it.
 // Byte 0 of every choice is the valid one, so an all-zero input is the checkpoint as written.
 //
 // Properties checked: the only exceptions are mb::Errors of exit code 4 with a message; a read
 // that succeeds holds tensors of no more bytes than the file, and, given the model's shapes, the
-// model's shapes; every tensor was verified by Fletcher-32 (describeCheckpoint says so).
+// model's shapes; every tensor was verified by Fletcher-32 (describeCheckpoint says so); the
+// check of the config against the tensors (inspect, resume) builds no model past the file's
+// memory bound.
 // Run with -malloc_limit_mb=512: a declared shape that were allocated would end the run.
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -39,7 +42,12 @@
 #include "common/Hdf5.h"
 #include "common/Log.h"
 #include "tests/fuzz/Choices.h"
+#include "config/ConfigLoader.h"
+#include "data/DataInfo.h"
+#include "model/Model.h"
+#include "model/StateDict.h"
 #include "train/Checkpoint.h"
+#include "train/CheckpointModel.h"
 #include "train/CheckpointVerify.h"
 
 namespace {
@@ -57,9 +65,35 @@ struct Scratch {
   std::string image;  // the base checkpoint's bytes
 };
 
-const char* kTensors[] = {"model/fc.weight", "model/fc.bias", "optimizer/fc.weight/exp_avg",
-                          "optimizer/fc.bias/exp_avg"};
+const char* kTensors[] = {"model/body.0.weight", "model/body.0.bias",
+                          "optimizer/body.0.weight/exp_avg", "optimizer/body.0.bias/exp_avg"};
 const std::vector<hsize_t> kShapes[] = {{4, 3}, {4}, {4, 3}, {4}};
+
+// The base checkpoint's model: a real MLP that megabatch builds from this config and data
+// description, so that the check of its config against its tensors (Note [A checkpoint's config
+// describes its tensors]) passes on the file as written.
+const char* kConfig = "model: {kind: mlp, hidden: 4, layers: 1}\n";
+const char* kDataInfo =
+    "layout: samples\ninputs: [{name: x, window: 1, features: 3}]\ntarget_shape: []\n"
+    "integer_targets: false\nnum_classes: 0\nvocab_size: 0\nhas_timestamps: false\n";
+// What edit 10 writes as /meta's config or data description instead.
+const char* kHostileConfigs[] = {
+    "model: {kind: mlp, hidden: 40000, layers: 2}\n",  // 6.4 GB: refused within the file's bound
+    "model: {kind: mlp, hidden: 1073741824, layers: 1}\n",
+    "model: {kind: mlp, hidden: 2, layers: 1}\n",  // builds; other shapes
+    "model: {kind: mlp, hidden: 4, layers: 3}\n",  // builds; more tensors
+    "model: {kind: lstm, hidden: 4}\n",
+    "model: {kind: mlp, hidden: -4}\n",
+    "model: [\n",
+    "",
+};
+const char* kHostileDataInfos[] = {
+    "layout: samples\ninputs: [{name: x, window: 1, features: 4294967296}]\ntarget_shape: []\n"
+    "integer_targets: false\nnum_classes: 0\nvocab_size: 0\nhas_timestamps: false\n",
+    "layout: samples\ninputs: 7\n",
+    "layout: tokens\ninputs: []\ntarget_shape: [8]\ninteger_targets: true\nnum_classes: 0\n"
+    "vocab_size: 1099511627776\nhas_timestamps: false\n",
+};
 
 Scratch setUp() {
   Scratch s;
@@ -74,13 +108,20 @@ Scratch setUp() {
   if (mkfifo(s.fifoRaw.c_str(), 0600) != 0 || mkfifo(s.fifoH5.c_str(), 0600) != 0)
     fail("mkfifo failed in " + s.dir);
   mb::train::CheckpointContent c;
-  c.configYaml = "model: {kind: mlp}\n";
+  c.configYaml = kConfig;
+  c.dataInfoYaml = kDataInfo;
   c.optimizerKind = "adamw";
   c.trainer.step = 10;
-  c.model = {{"fc.weight", at::arange(12, at::kFloat).reshape({4, 3})},
-             {"fc.bias", at::ones({4}, at::kFloat)}};
-  c.optimizer = {{"fc.weight/exp_avg", at::zeros({4, 3}, at::kFloat)},
-                 {"fc.bias/exp_avg", at::zeros({4}, at::kFloat)}};
+  const mb::Config config = mb::parseConfig(kConfig, "the fuzzer's config", {});
+  auto model = mb::model::buildModel(config.model, mb::data::modelSpecFromYaml(kDataInfo), 1);
+  c.model = mb::model::stateDict(*model);
+  for (const auto& [name, tensor] : c.model)
+    c.optimizer.emplace_back(name + "/exp_avg", at::zeros_like(tensor));
+  for (int i = 0; i < 2; ++i) {
+    const std::vector<std::int64_t> shape(kShapes[i].begin(), kShapes[i].end());
+    if (c.model[i].first != std::string(kTensors[i]).substr(6) || c.model[i].second.sizes() != shape)
+      fail("the MLP's tensors are not the ones the edits name (" + c.model[i].first + ")");
+  }
   mb::train::writeCheckpointFile(s.base, c);
   std::ifstream in(s.base, std::ios::binary);
   std::ostringstream bytes;
@@ -217,7 +258,7 @@ void edit(Choices& in, hid_t file, const Scratch& s) {
   const bool local = staysInFile(file, path, false) && staysInFile(file, "model/x", false) &&
                      staysInFile(file, "extra/x", false) && staysInFile(file, "meta", true) &&
                      staysInFile(file, "trainer", true) &&
-                     staysInFile(file, "optimizer/fc.bias", true);
+                     staysInFile(file, "optimizer/body.0.bias", true);
   if (!local && kind != 7) return;  // a later edit through an outside link: nothing to edit
   switch (kind) {
     case 0:
@@ -228,14 +269,14 @@ void edit(Choices& in, hid_t file, const Scratch& s) {
       H5Lcreate_external(s.fifoH5.c_str(), "/x", file, path.c_str(), H5P_DEFAULT, H5P_DEFAULT);
       break;
     case 2: {
-      static const char* kTargets[] = {"/meta", "/model", "/model/fc.bias", "/nowhere",
-                                       "/optimizer/fc.bias/exp_avg"};
+      static const char* kTargets[] = {"/meta", "/model", "/model/body.0.bias", "/nowhere",
+                                       "/optimizer/body.0.bias/exp_avg"};
       H5Ldelete(file, path.c_str(), H5P_DEFAULT);
       H5Lcreate_soft(kTargets[in.pick(5)], file, path.c_str(), H5P_DEFAULT, H5P_DEFAULT);
       break;
     }
     case 3: {
-      static const char* kGroups[] = {"/model", "/optimizer", "/", "/optimizer/fc.bias"};
+      static const char* kGroups[] = {"/model", "/optimizer", "/", "/optimizer/body.0.bias"};
       H5Lcreate_hard(file, kGroups[in.pick(4)], file, "/model/loop", H5P_DEFAULT, H5P_DEFAULT);
       break;
     }
@@ -264,7 +305,7 @@ void edit(Choices& in, hid_t file, const Scratch& s) {
       } else {
         std::vector<std::uint8_t> raw = in.bytes(how == 1 ? 0 : 24);
         std::string text(raw.begin(), raw.end());
-        if (how == 3) text = "model/fc.bias\tfloat32\t[17179869184]\t68719476736\n";
+        if (how == 3) text = "model/body.0.bias\tfloat32\t[17179869184]\t68719476736\n";
         mb::h5::writeAttribute(meta.get(), "manifest", text, mb::ExitCode::kCheckpoint);
       }
       break;
@@ -297,6 +338,26 @@ void edit(Choices& in, hid_t file, const Scratch& s) {
   H5Eclear2(H5E_DEFAULT);
 }
 
+// After the edits, so that the committed seeds keep their meaning (their trailing zeros read as
+// "as written"): /meta's config or data description may describe a huge model, another one, or
+// none megabatch can build (issue 36 item 5).
+void rewriteMeta(Choices& in, hid_t file) {
+  constexpr int kConfigs = sizeof(kHostileConfigs) / sizeof(kHostileConfigs[0]);
+  constexpr int kDataInfos = sizeof(kHostileDataInfos) / sizeof(kHostileDataInfos[0]);
+  const int pick = in.pick(1 + kConfigs + kDataInfos);
+  if (pick == 0 || !staysInFile(file, "meta", true)) return;
+  Handle meta(H5Gopen2(file, "meta", H5P_DEFAULT), H5Gclose);
+  if (!meta.valid()) return;
+  if (pick <= kConfigs)
+    mb::h5::writeAttribute(meta.get(), "config", std::string(kHostileConfigs[pick - 1]),
+                           mb::ExitCode::kCheckpoint);
+  else
+    mb::h5::writeAttribute(meta.get(), "data_info",
+                           std::string(kHostileDataInfos[pick - 1 - kConfigs]),
+                           mb::ExitCode::kCheckpoint);
+  H5Eclear2(H5E_DEFAULT);
+}
+
 void writeInput(Choices& in, const Scratch& s) {
   {
     std::ofstream out(s.file, std::ios::binary | std::ios::trunc);
@@ -307,6 +368,7 @@ void writeInput(Choices& in, const Scratch& s) {
   int edits = in.range(0, 6);
   for (int i = 0; i < edits; ++i)
     edit(in, file.get(), s);
+  rewriteMeta(in, file.get());
 }
 
 // --- properties ----------------------------------------------------------------------
@@ -355,8 +417,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static const mb::train::ExpectedTensors expected = [] {
     mb::train::ExpectedTensors e;
     e.source = "the fuzzer's model";
-    e.tensors["model/fc.weight"] = {{4, 3}, "float32"};
-    e.tensors["model/fc.bias"] = {{4}, "float32"};
+    e.tensors["model/body.0.weight"] = {{4, 3}, "float32"};
+    e.tensors["model/body.0.bias"] = {{4}, "float32"};
     return e;
   }();
   Choices in(data, size);
@@ -369,6 +431,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   expectCheckpointErrorOrSuccess([&] {
     checkRead(mb::train::readCheckpointFile(scratch.file, &expected), scratch.file, &expected);
   });
+  // inspect and resume: the config must describe the tensors, within the file's memory bound
+  // (a model built past -malloc_limit_mb ends the run).
+  expectCheckpointErrorOrSuccess([&] { mb::train::checkConfigDescribesTensors(scratch.file); });
   expectCheckpointErrorOrSuccess([&] {
     std::string text = mb::train::describeCheckpoint(scratch.file);
     if (text.find("all checksums verified") == std::string::npos)

@@ -197,32 +197,67 @@ class UntrustedCheckpointTest(CheckpointCase):
         make_fifo(outside)
         self.check_all_commands(path, "an external link to " + outside + ":/x")
 
-    def test_config_describing_a_huge_model_is_refused_before_it_is_built(self):
-        """Issue 36 item 5: /meta's config edited to model.hidden 40000 over tensors of 32 (the
-        LSTM would need about 25 GB): refused (exit 4) within the file's memory bound."""
-        path = self.path("step-00000020.h5")
+    def config_edited(self, path, hidden):
+        """Copies the good checkpoint to PATH with only /meta's model.hidden changed to HIDDEN."""
         shutil.copy(self.good, path)
         with h5py.File(path, "r+") as f:
             config = f["meta"].attrs["config"]
             config = config.decode() if isinstance(config, bytes) else config
-            edited, count = re.subn(r"(\n\s+hidden:\s*)32\b", r"\g<1>40000", config)
+            edited, count = re.subn(r"(\n\s+hidden:\s*)32\b", r"\g<1>%d" % hidden, config)
             self.assertEqual(count, 1, config)
             f["meta"].attrs["config"] = edited
+        return path
+
+    def run_refused(self, what, args, fragment):
+        r, rss_kb = timed(args, cwd=self.tmp)
+        print("%s, %s: exit %d, peak RSS %.1f MiB, %.1f s" % (self.id().split(".")[-1], what, r.returncode,
+                                                             rss_kb / 1024.0, r.seconds))
+        report = "%s\n%r" % (what, r)
+        self.assertEqual(r.returncode, 4, report)
+        self.assertIn(fragment, r.output, report)
+        self.assertIn(HOSTILE, r.output, report)
+        self.assertLess(rss_kb, RSS_LIMIT_KB, report)
+        self.assertFalse(mbtest.crash_signs(r.output), report)
+
+    def test_config_describing_a_huge_model_is_refused_before_it_is_built(self):
+        """Issue 36 item 5: /meta's config edited to model.hidden 40000 over tensors of 32 (the
+        LSTM would need about 25 GB): every command refuses it (exit 4) within the file's memory
+        bound, before the model is built."""
+        path = self.config_edited(self.path("step-00000020.h5"), 40000)
         runs = {
+            "inspect": ["inspect", path],
             "eval": ["eval", "--checkpoint", path, "data.path=" + self.data],
             "predict": ["predict", "--checkpoint", path, "--data", self.data, "--out", self.path("p.h5")],
             "export": ["export", "--checkpoint", path, "--to", self.path("m.pt")],
+            "sample": ["sample", "--checkpoint", path, "--prompt", "1+1="],
+            "resume": ["train", "--config", os.path.join(self.run_dir, "config.yaml"),
+                       "run.dir=" + self.path("resumed"), "run.resume=" + path],
         }
         for what, args in runs.items():
-            r, rss_kb = timed(args, cwd=self.tmp)
-            print("huge config, %s: exit %d, peak RSS %.1f MiB, %.1f s" % (what, r.returncode, rss_kb / 1024.0,
-                                                                           r.seconds))
-            report = "%s\n%r" % (what, r)
-            self.assertEqual(r.returncode, 4, report)
-            self.assertIn("its /meta config describes a lstm model larger than the file's tensors", r.output, report)
-            self.assertIn(HOSTILE, r.output, report)
-            self.assertLess(rss_kb, RSS_LIMIT_KB, report)
-            self.assertFalse(mbtest.crash_signs(r.output), report)
+            self.run_refused(what, args, "its /meta config describes a lstm model larger than the file's tensors")
+        self.assertFalse(os.path.exists(self.path("p.h5")))
+        self.assertFalse(os.path.exists(self.path("m.pt")))
+
+    def test_config_describing_other_shapes_is_refused_and_resume_auto_falls_back(self):
+        """A config edited to a smaller model (hidden 16 over tensors of 32) fits in memory but
+        not the tensors: inspect and a resume refuse it (exit 4); run.resume=auto falls back to
+        the older checkpoint."""
+        path = self.config_edited(self.path("step-00000020.h5"), 16)
+        expects = "but the lstm model the checkpoint's config describes expects"
+        self.run_refused("inspect", ["inspect", path], expects)
+        self.run_refused("resume", ["train", "--config", os.path.join(self.run_dir, "config.yaml"),
+                                    "run.dir=" + self.path("resumed"), "run.resume=" + path], expects)
+        r = mbtest.run(["inspect", self.good], timeout=60)
+        self.assertEqual(r.returncode, 0, repr(r))
+        self.assertIn("config:       describes exactly these model tensors", r.output)
+        run_dir = self.path("run")
+        shutil.copytree(self.run_dir, run_dir)
+        self.config_edited(os.path.join(run_dir, "checkpoints", "step-00000020.h5"), 16)
+        r = mbtest.run(["train", "--config", os.path.join(run_dir, "config.yaml"), "run.dir=" + run_dir,
+                        "run.resume=auto", "train.max_steps=22"], timeout=120)
+        self.assertEqual(r.returncode, 0, repr(r))
+        self.assertIn(expects, r.output)
+        self.assertIn("falling back to " + os.path.join(run_dir, "checkpoints", "step-00000010.h5"), r.output)
 
     def test_resume_auto_falls_back_from_a_hostile_newest_checkpoint(self):
         run_dir = self.path("run")
