@@ -4,10 +4,12 @@
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <optional>
 
 #include "common/Error.h"
 #include "common/HostAllocator.h"
 #include "common/Log.h"
+#include "common/OutOfMemory.h"
 #include "common/Strings.h"
 #include "common/TorchCompat.h"
 #include "dist/Runtime.h"
@@ -362,7 +364,9 @@ int main(int argc, char** argv) {
     if (runtime && runtime->size() > 1 && !error.agreed()) runtime->abortJob(code);
     return code;
   } catch (const std::exception& e) {
-    int code = reportError(RuntimeError(std::string("unexpected error: ") + e.what()));
+    // Note [Out of memory is an expected error]: a message with remedies, not a stack trace.
+    std::optional<Error> oom = explainOutOfMemory(e);
+    int code = reportError(oom ? *oom : RuntimeError(std::string("unexpected error: ") + e.what()));
     if (runtime && runtime->size() > 1) runtime->abortJob(code);
     return code;
   }

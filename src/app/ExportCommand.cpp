@@ -9,6 +9,7 @@
 #include "app/Cli.h"
 #include "common/Error.h"
 #include "common/Log.h"
+#include "common/OutOfMemory.h"
 #include "dist/Runtime.h"
 #include "model/Model.h"
 #include "model/ModelRegistry.h"
@@ -32,6 +33,7 @@ int runExport(const ParsedArgs& args, dist::Runtime& runtime) {
   const std::string to = args.get("to");
   const std::string tmp = to + ".tmp";
   try {
+    MemoryPhase phase("exporting the model");  // Note [Out of memory is an expected error]
     kind.exportArchive(*run.model, tmp);
   } catch (...) {
     std::error_code ignored;

@@ -13,6 +13,7 @@
 #include "app/Cli.h"
 #include "common/Error.h"
 #include "common/Log.h"
+#include "common/OutOfMemory.h"
 #include "common/WorkProgress.h"
 #include "dist/Runtime.h"
 #include "model/Generate.h"
@@ -61,6 +62,7 @@ int runSample(const ParsedArgs& args, dist::Runtime& runtime) {
   if (precision.dtype != DType::kFp32 || run.config.train.precision != Precision::kFp32)
     log::get("app").info("sample precision: {}", precision.reason);
   train::AutocastScope autocast(c10::DeviceType::CPU, precision.dtype);
+  MemoryPhase phase("sampling");  // Note [Out of memory is an expected error]
   if (prompts.empty()) {
     model::Generation generation = model::generateText(*run.model, args.get("prompt"), options);
     std::printf("%s%s", args.get("prompt").c_str(), generation.text.c_str());

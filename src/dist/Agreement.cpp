@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include <ATen/Functions.h>
 
 #include "common/Log.h"
+#include "common/OutOfMemory.h"
 
 namespace mb::dist {
 namespace {
@@ -51,7 +53,10 @@ void agree(Communicator& comm, const Error* localError, const std::string& phase
       // Tell this rank's log why it stops, so every rank's output names the cause.
       log::get("dist").error("stopping: rank {} failed while {}", r, phase);
     }
-    Error error = makeError(code, "rank " + std::to_string(r) + ": " + message);
+    // "rank 1: ..." unless the message already begins with its rank (an out-of-memory one).
+    const std::string rank = "rank " + std::to_string(r);
+    Error error =
+        makeError(code, message.rfind(rank + " ", 0) == 0 ? message : rank + ": " + message);
     error.markAgreed();
     throw error;
   }
@@ -64,6 +69,10 @@ void agreed(Communicator& comm, const std::string& phase, const std::function<vo
     agree(comm, &error, phase);
     throw;  // unreachable: agree() throws when an error is passed
   } catch (const std::exception& e) {
+    if (std::optional<Error> oom = explainOutOfMemory(e)) {  // Note [Out of memory is an ...]
+      agree(comm, &*oom, phase);
+      throw;
+    }
     RuntimeError error(phase + ": " + e.what());
     agree(comm, &error, phase);
     throw;

@@ -11,6 +11,7 @@
 #include "common/CpuAllocationScope.h"
 #include "common/Error.h"
 #include "common/Hdf5.h"
+#include "common/OutOfMemory.h"
 #include "common/Strings.h"
 #include "config/ConfigLoader.h"
 #include "data/DataInfo.h"
@@ -226,6 +227,7 @@ TrainedModel loadTrainedModel(const std::string& fileOrRunDir,
   CheckpointContent header = readCheckpointHeader(run.path);
   run.config = parseConfig(header.configYaml, run.path + " (/meta config)", overrides);
   data::DataInfo info = data::modelSpecFromYaml(header.dataInfoYaml);
+  MemoryPhase phase("building the model from the checkpoint");
   run.model = buildModelWithinFile(run.config, info, run.path);
   ExpectedTensors expected = expectedTensors(*run.model);
   run.checkpoint = readCheckpointFile(run.path, &expected);

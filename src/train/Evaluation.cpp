@@ -8,6 +8,7 @@
 
 #include "common/Error.h"
 #include "common/Hdf5.h"
+#include "common/OutOfMemory.h"
 #include "data/ShardedData.h"
 #include "dist/Communicator.h"
 #include "dist/FaultInjection.h"
@@ -110,6 +111,7 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
   }
   if (options.announceAtOnce) shown.quietSeconds = 0;
   WorkProgress progress(shown);
+  MemoryPhase phase("evaluating the " + std::string(data::toString(split)) + " split");
   for (std::int64_t begin = 0; begin < count; begin += options.microBatch) {
     std::int64_t end = std::min(count, begin + options.microBatch);
     dist::maybeSlowEvalBatch();

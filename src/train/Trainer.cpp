@@ -14,6 +14,7 @@
 
 #include "common/Error.h"
 #include "common/Log.h"
+#include "common/OutOfMemory.h"
 #include "common/Strings.h"
 #include "common/WorkProgress.h"
 #include "config/ConfigLoader.h"
@@ -83,7 +84,10 @@ RunOutcome Trainer::run() {
   std::optional<CheckpointContent> resumed = findResumePoint();
   keepStartedOrder(config_, state_, resumed, control());
 
-  data_ = data::ShardedData::load(config_, control(), device_);
+  {
+    MemoryPhase phase("loading the data");  // Note [Out of memory is an expected error]
+    data_ = data::ShardedData::load(config_, control(), device_);
+  }
   buildModelAndOptimizer();
   carried_ = std::make_unique<CarriedStates>(*model_, *data_, *dataComm_);
   restoreFrom(resumed);
@@ -121,6 +125,7 @@ RunOutcome Trainer::run() {
       // (a hung kernel, a deadlocked loader), never for being slow (Note [Watchdog heartbeat]).
       dist::Watchdog::Scope guard = dist::Watchdog::instance().track(
           "training step " + std::to_string(state_.step + 1), dist::Watchdog::Kind::kWork);
+      MemoryPhase phase("training step " + std::to_string(state_.step + 1));
       profiler_->beforeStep(state_.step + 1);
       step = trainStep();
       profiler_->afterStep(state_.step + 1);

@@ -10,6 +10,7 @@
 
 #include "common/Error.h"
 #include "common/Log.h"
+#include "common/OutOfMemory.h"
 #include "common/Strings.h"
 #include "config/ConfigLoader.h"
 #include "config/ConfigSchema.h"
@@ -223,6 +224,7 @@ void Trainer::saveCheckpoint(const char* reason) {
   std::string path;
   NamedTensors extra = carried_->gather();
   dist::agreed(control(), "writing a checkpoint", [&] {
+    MemoryPhase phase("assembling a checkpoint");  // Note [Out of memory is an expected error]
     if (isRoot()) path = checkpoints_->save(snapshot(std::move(extra)));
   });
   schedule_->checkpointed(state_.step);

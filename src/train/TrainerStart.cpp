@@ -12,6 +12,7 @@
 
 #include "common/Error.h"
 #include "common/Log.h"
+#include "common/OutOfMemory.h"
 #include "config/ConfigLoader.h"
 #include "config/ConfigSchema.h"
 #include "data/ShardedData.h"
@@ -161,6 +162,7 @@ std::optional<CheckpointContent> Trainer::findResumePoint() {
 void Trainer::buildModelAndOptimizer() {
   // A model may be read from a file (model.kind = torchscript): every rank stops alike.
   dist::agreed(control(), "building the model", [&] {
+    MemoryPhase phase("building the model");  // Note [Out of memory is an expected error]
     model_ = model::buildModel(config_.model, data_->info(),
                                static_cast<std::uint64_t>(config_.train.seed));
     model_->to(device_);

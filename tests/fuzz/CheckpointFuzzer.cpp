@@ -41,11 +41,11 @@
 #include "common/Error.h"
 #include "common/Hdf5.h"
 #include "common/Log.h"
-#include "tests/fuzz/Choices.h"
 #include "config/ConfigLoader.h"
 #include "data/DataInfo.h"
 #include "model/Model.h"
 #include "model/StateDict.h"
+#include "tests/fuzz/Choices.h"
 #include "train/Checkpoint.h"
 #include "train/CheckpointModel.h"
 #include "train/CheckpointVerify.h"
@@ -119,7 +119,8 @@ Scratch setUp() {
     c.optimizer.emplace_back(name + "/exp_avg", at::zeros_like(tensor));
   for (int i = 0; i < 2; ++i) {
     const std::vector<std::int64_t> shape(kShapes[i].begin(), kShapes[i].end());
-    if (c.model[i].first != std::string(kTensors[i]).substr(6) || c.model[i].second.sizes() != shape)
+    if (c.model[i].first != std::string(kTensors[i]).substr(6) ||
+        c.model[i].second.sizes() != shape)
       fail("the MLP's tensors are not the ones the edits name (" + c.model[i].first + ")");
   }
   mb::train::writeCheckpointFile(s.base, c);

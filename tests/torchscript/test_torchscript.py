@@ -355,6 +355,12 @@ class TorchScriptTrainingTest(TorchScriptCase):
         r = mbtest.run(["export", "--checkpoint", run, "--to", exported])
         self.assertExit(r, 0, "wrote " + exported)
         self.assertFalse(os.path.exists(exported + ".tmp"))
+        # Out of memory while exporting (issue 36 item 3): a message, no archive, no stack frame.
+        short = self.path("short.pt")
+        r = mbtest.run(["export", "--checkpoint", run, "--to", short], env={"MEGABATCH_FAULT_OOM": "0:exporting"})
+        self.assertExit(r, 1, "rank 0 ran out of CPU memory while exporting the model", "remedies, in this order:")
+        self.assertFalse(os.path.exists(short) or os.path.exists(short + ".tmp"))
+        self.assertEqual(mbtest.crash_signs(r.output) + [line for line in r.output.splitlines() if "frame #" in line], [])
 
         trained = torch.jit.load(exported)
         self.assertTrue(trained.training, "the archive's own train/eval flag is kept")

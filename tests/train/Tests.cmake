@@ -56,3 +56,14 @@ foreach(case a_single_rank_step_longer_than_the_timeout_finishes
              a_step_longer_than_a_minute_says_it_is_still_running)
   mb_add_python_test(slow_steps.${case} train/test_slow_steps.py ARGS SlowStepTest.test_${case} TIMEOUT 300)
 endforeach()
+
+# Out of memory is an expected error (issue 36 item 3), one CTest entry per test.
+foreach(case OneRankTest.test_every_training_phase_ends_with_a_message
+             OneRankTest.test_commands_on_a_checkpoint_end_with_a_message
+             OneRankTest.test_sample_ends_with_a_message
+             OneRankTest.test_a_model_too_big_for_the_address_space_as_a_user_meets_it
+             TwoRanksTest.test_every_phase_ends_every_rank_well_within_the_timeout
+             TwoRanksTest.test_checkpoint_assembly_keeps_the_last_checkpoint)
+  string(REGEX REPLACE "^[A-Za-z]+\\.test_" "" short ${case})
+  mb_add_python_test(train.oom.${short} train/test_out_of_memory.py ARGS ${case} TIMEOUT 300)
+endforeach()
