@@ -18,6 +18,8 @@
 //     a SIGTERM arrives (on every rank) when step S has finished.
 //   MEGABATCH_FAULT_EVAL_BATCH_MS=MS
 //     every evaluation batch takes MS milliseconds longer.
+//   MEGABATCH_FAULT_OOM=RANK:PHASE[:SKIP] lives in common/OutOfMemory.h (a refused allocation
+//   at the start of a phase).
 // Each variable is read once, on first use. Nothing here is active unless the variable is set.
 #include <cstdint>
 #include <optional>
