@@ -16,6 +16,7 @@
 #include "common/Error.h"
 #include "common/Hdf5External.h"
 #include "common/Log.h"
+#include "common/OutOfMemory.h"
 #include "common/Strings.h"
 #include "common/WorkProgress.h"
 #include "data/Layout.h"
@@ -501,6 +502,7 @@ std::unique_ptr<ShardedData> ShardedData::load(const Config& config, dist::Commu
   // Another ShardedData may be streaming (or a checkpoint being written) on another thread.
   std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
   h5::silenceLibraryErrors();
+  MemoryPhase phase("loading the data");  // Note [Out of memory is an expected error]
   return Loader(config, control, device).run();
 }
 

@@ -84,10 +84,7 @@ RunOutcome Trainer::run() {
   std::optional<CheckpointContent> resumed = findResumePoint();
   keepStartedOrder(config_, state_, resumed, control());
 
-  {
-    MemoryPhase phase("loading the data");  // Note [Out of memory is an expected error]
-    data_ = data::ShardedData::load(config_, control(), device_);
-  }
+  data_ = data::ShardedData::load(config_, control(), device_);
   buildModelAndOptimizer();
   carried_ = std::make_unique<CarriedStates>(*model_, *data_, *dataComm_);
   restoreFrom(resumed);
