@@ -170,7 +170,9 @@ struct TrainConfig {
   // MiB: warn when the resident set size (RSS) of the process grows by more than this during
   // an epoch. RSS is host memory, also on CUDA: device memory is not counted.
   double memoryGrowthWarnMb = 256;
-  double gpuUtilWarn = 70;  // CUDA: warn when GPU utilisation stays below (%); 0 = off
+  bool memoryPlan = true;     // a trial step measures the memory plan before step 1
+  double memoryBudgetMb = 0;  // per rank; 0 = 90% of the device's or the host's share
+  double gpuUtilWarn = 70;    // CUDA: warn when GPU utilisation stays below (%); 0 = off
   EarlyStoppingConfig earlyStopping;
 };
 

@@ -234,6 +234,12 @@ std::vector<ConfigField> buildFields() {
                "device; bad steps are counted at log steps), auto (step on CPU, log on CUDA)"),
       MB_FIELD("train.threads", train.threads,
                "CPU threads per rank; 0 = cores / ranks on the node", {"num_threads"}),
+      MB_FIELD("train.memory_plan", train.memoryPlan,
+               "measure the memory a rank needs with a trial step before step 1, and log it "
+               "(docs/operations.md, Memory plan)"),
+      MB_FIELD("train.memory_budget_mb", train.memoryBudgetMb,
+               "per-rank MiB the memory plan is judged against; 0 = 90% of the GPU's memory, or "
+               "of the host's available memory divided among the node's ranks"),
       MB_FIELD("train.memory_growth_warn_mb", train.memoryGrowthWarnMb,
                "warn when the resident set size (RSS) of the process grows by more than this "
                "many MiB in an epoch (host memory, also on CUDA; GPU memory is not counted)"),

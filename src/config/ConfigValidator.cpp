@@ -255,6 +255,7 @@ std::vector<Rule> buildRules() {
       classWeightsSupported,
       minimum("train.global_batch", MB_GET(train.globalBatch), 1),
       minimum("train.micro_batch", MB_GET(train.microBatch), 0),
+      minimum("train.memory_budget_mb", MB_GET(train.memoryBudgetMb), 0.0),
       microBatchFitsGlobal,
       minimum("train.max_steps", MB_GET(train.maxSteps), 0),
       minimum("train.epochs", MB_GET(train.epochs), 0),

@@ -103,6 +103,7 @@ RunOutcome Trainer::run() {
       schedule_->totalSteps(), perEpoch, state_.step, config_.train.globalBatch, microBatch(),
       runtime_.size(), toString(precision_));
   carried_->describe();
+  if (config_.train.memoryPlan) planMemory();
 
   progress_ = std::make_unique<ProgressBar>(config_.run.progress, isRoot());
   Window window;

@@ -13,6 +13,7 @@
 #include "common/Error.h"
 #include "common/Log.h"
 #include "common/OutOfMemory.h"
+#include "common/Strings.h"
 #include "config/ConfigLoader.h"
 #include "config/ConfigSchema.h"
 #include "data/ShardedData.h"
@@ -28,6 +29,8 @@
 #include "train/DeviceProbe.h"
 #include "train/GpuUtilisation.h"
 #include "train/LossScaler.h"
+#include "train/MemoryPlan.h"
+#include "train/Metrics.h"
 #include "train/Optimizer.h"
 #include "train/PaceWatch.h"
 #include "train/Precision.h"
@@ -213,6 +216,100 @@ void Trainer::restoreFrom(std::optional<CheckpointContent>& resumed) {
   carried_->broadcastFromRoot();
   if (!isRoot()) optimizer_->loadState(optimizer_->state(), std::llround(steps.item<double>()));
   resumed.reset();  // free the host copy
+}
+
+}  // namespace mb::train
+
+namespace mb::train {
+namespace {
+
+std::int64_t tensorBytes(const at::Tensor& t) {
+  return t.defined() ? t.numel() * static_cast<std::int64_t>(t.element_size()) : 0;
+}
+
+// The six parts of a plan and its budget and micro batch, as one row of doubles per rank.
+constexpr int kPlanFields = 8;
+
+at::Tensor planRow(const MemoryPlan& p) {
+  return at::tensor({static_cast<double>(p.parameters), static_cast<double>(p.gradients),
+                     static_cast<double>(p.optimizer), static_cast<double>(p.data),
+                     static_cast<double>(p.activations), static_cast<double>(p.workspace),
+                     static_cast<double>(p.budget), static_cast<double>(p.microBatch)},
+                    at::kDouble);
+}
+
+MemoryPlan planFromRow(const at::Tensor& row, const MemoryPlan& like) {
+  auto v = [&](int i) { return static_cast<std::int64_t>(row[i].item<double>()); };
+  MemoryPlan p = like;
+  p.parameters = v(0);
+  p.gradients = v(1);
+  p.optimizer = v(2);
+  p.data = v(3);
+  p.activations = v(4);
+  p.workspace = v(5);
+  p.budget = v(6);
+  p.microBatch = v(7);
+  return p;
+}
+
+}  // namespace
+
+void Trainer::planMemory() {
+  MemoryPlan plan;
+  plan.device = device_.is_cuda() ? "GPU" : "CPU";
+  plan.microBatch = microBatch();
+  for (const auto& p : model_->parameters()) {
+    plan.parameters += tensorBytes(p);
+    if (p.requires_grad()) plan.gradients += tensorBytes(p);  // the reducer's bucket buffers
+  }
+  for (const auto& [name, t] : optimizer_->state())
+    plan.optimizer += tensorBytes(t);
+  plan.data = data_->residentBytes();
+  // The trial's micro-batch: this rank's first train items in time order (resident data), else
+  // the first validation items. A stateful model's forward moves its carried state: not tried.
+  const bool stateful =
+      model::capability<model::StatefulLanes>(*model_) != nullptr && config_.model.stateful;
+  std::string skipped;
+  dist::agreed(control(), "the memory plan's trial step", [&] {
+    const bool resident = data_->loadStats().residency != Residency::kStream;
+    const data::Split split = resident ? data::Split::kTrain : data::Split::kVal;
+    const std::int64_t items = std::min(plan.microBatch, data_->evalCount(split));
+    if (stateful)
+      skipped = "a stateful model (its carried state)";
+    else if (items < 1)
+      skipped = "no item to try on this rank";
+    else
+      measureTrialStep({*model_, *reducer_, *optimizer_, *scaler_, device_, precision_},
+                       data_->evalBatch(split, 0, items, at::kFloat), plan);
+  });
+  setMemoryBudget(plan, config_.train.memoryBudgetMb, device_, runtime_.topology().localSize);
+  at::Tensor rows = control().allGather(planRow(plan), "memory plan").reshape({-1, kPlanFields});
+  at::Tensor totals = rows.slice(1, 0, 6).sum(1);
+  const auto most = static_cast<int>(totals.argmax().item<std::int64_t>());
+  const MemoryPlan worst = planFromRow(rows[most], plan);
+  setMemoryPlanSummary(worst.describe());
+  trainLog().info("memory plan (rank {}, the most of {}): {}{}", most, runtime_.size(),
+                  worst.describe(),
+                  skipped.empty() ? "" : "; activations not measured: " + skipped);
+  if (worst.budget > 0 && worst.total() > worst.budget)
+    trainLog().warn(
+        "the memory plan of rank {} exceeds its budget: {} of {}; a smaller train.micro_batch "
+        "(accumulation keeps train.global_batch), train.precision bf16 or fp16, or "
+        "data.residency: stream would fit it",
+        most, str::humanBytes(static_cast<double>(worst.total())),
+        str::humanBytes(static_cast<double>(worst.budget)));
+  if (!metrics_) return;
+  JsonRecord record;
+  record.add("event", "memory_plan")
+      .add("step", state_.step)
+      .add("rank", static_cast<std::int64_t>(most));
+  static const char* kNames[] = {"parameters",  "gradients", "optimizer", "data",
+                                 "activations", "workspace", "budget",    "micro_batch"};
+  for (int i = 0; i < kPlanFields; ++i)
+    record.add(std::string(kNames[i]) + (i < 7 ? "_bytes" : ""),
+               static_cast<std::int64_t>(rows[most][i].item<double>()));
+  record.add("total_bytes", worst.total());
+  metrics_->write(record);
 }
 
 }  // namespace mb::train

@@ -67,3 +67,10 @@ foreach(case OneRankTest.test_every_training_phase_ends_with_a_message
   string(REGEX REPLACE "^[A-Za-z]+\\.test_" "" short ${case})
   mb_add_python_test(train.oom.${short} train/test_out_of_memory.py ARGS ${case} TIMEOUT 300)
 endforeach()
+
+# The memory plan (issue 36 item 1), one CTest entry per test.
+foreach(case a_run_with_the_plan_equals_one_without_bit_for_bit
+             the_plan_is_logged_and_recorded_by_the_neediest_of_two_ranks)
+  mb_add_python_test(train.memory_plan.${case} train/test_memory_plan.py
+                     ARGS MemoryPlanTest.test_${case} TIMEOUT 600)
+endforeach()

@@ -1,0 +1,157 @@
+#include "train/MemoryPlan.h"
+
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
+#include <c10/core/GradMode.h>
+
+#include "common/CpuAllocationScope.h"
+#include "common/OutOfMemory.h"
+#include "common/Strings.h"
+#include "data/pipeline/MemoryBudget.h"
+#include "dist/GradientReducer.h"
+#include "model/Model.h"
+#include "train/LossScaler.h"
+#include "train/Optimizer.h"
+
+namespace mb::train {
+namespace {
+
+std::string planBytes(std::int64_t bytes) {
+  return str::humanBytes(static_cast<double>(bytes));
+}
+
+// The model's buffers (BatchNorm statistics of a TorchScript model move in a forward in train
+// mode) and the default CPU generator's state (dropout), put back when the trial ends.
+class TrialRestorer {
+ public:
+  TrialRestorer(model::Model& model, c10::Device device)
+      : model_(model), device_(device), training_(model.is_training()) {
+    for (const auto& buffer : model.buffers())
+      buffers_.push_back(buffer.clone());
+    if (device_.is_cuda()) deviceRng_ = deviceRngState(device_);
+    at::Generator cpu = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(cpu.mutex());
+    rng_ = cpu.get_state();
+  }
+  ~TrialRestorer() {
+    at::NoGradGuard noGrad;
+    std::size_t i = 0;
+    for (auto& buffer : model_.buffers())
+      if (i < buffers_.size()) buffer.copy_(buffers_[i++]);
+    at::Generator cpu = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(cpu.mutex());
+    cpu.set_state(rng_);
+    if (deviceRng_.defined()) setDeviceRngState(device_, deviceRng_);
+    model_.train(training_);
+  }
+  TrialRestorer(const TrialRestorer&) = delete;
+  TrialRestorer& operator=(const TrialRestorer&) = delete;
+
+ private:
+  model::Model& model_;
+  c10::Device device_;
+  bool training_;
+  std::vector<at::Tensor> buffers_;
+  at::Tensor rng_;
+  at::Tensor deviceRng_;
+};
+
+// Counts the bytes the trial allocates on its device: the CPU allocator's (CpuAllocationScope)
+// or CUDA's caching allocator's.
+class TrialCounter {
+ public:
+  explicit TrialCounter(c10::Device device) : device_(device) {
+    if (device_.is_cuda()) {
+      resetDevicePeak(device_);
+      start_ = deviceAllocatedBytes(device_);
+    } else {
+      scope_ = std::make_unique<CpuAllocationScope>();
+    }
+  }
+  std::int64_t live() const {
+    return scope_ ? scope_->liveBytes() : deviceAllocatedBytes(device_) - start_;
+  }
+  std::int64_t peak() const {
+    return scope_ ? scope_->peakBytes() : devicePeakBytes(device_) - start_;
+  }
+
+ private:
+  c10::Device device_;
+  std::int64_t start_ = 0;
+  std::unique_ptr<CpuAllocationScope> scope_;
+};
+
+}  // namespace
+
+#if !MEGABATCH_WITH_CUDA
+void resetDevicePeak(c10::Device) {}
+std::int64_t deviceAllocatedBytes(c10::Device) {
+  return -1;
+}
+std::int64_t devicePeakBytes(c10::Device) {
+  return -1;
+}
+at::Tensor deviceRngState(c10::Device) {
+  return {};
+}
+void setDeviceRngState(c10::Device, const at::Tensor&) {}
+#endif
+
+std::int64_t MemoryPlan::total() const {
+  return parameters + gradients + optimizer + data + activations + workspace;
+}
+
+std::string MemoryPlan::describe() const {
+  std::string text = planBytes(total()) + " of " + device + " memory";
+  if (budget > 0) text += " of a " + planBytes(budget) + " budget (" + budgetSource + ")";
+  text += ": parameters " + planBytes(parameters) + ", gradients " + planBytes(gradients) +
+          ", optimizer state " + planBytes(optimizer) + ", resident data " + planBytes(data) +
+          ", activations " + planBytes(activations) + " and workspace " + planBytes(workspace) +
+          " at micro batch " + std::to_string(microBatch);
+  return text;
+}
+
+void measureTrialStep(const TrialStep& trial, const data::Batch& batch, MemoryPlan& plan) {
+  MemoryPhase phase("the memory plan's trial step");  // Note [Out of memory is an expected error]
+  {
+    TrialRestorer restorer(trial.model, trial.device);
+    trial.model.train();
+    trial.reducer.prepareForBackward(false);  // accumulate only: no collective in the trial
+    TrialCounter counter(trial.device);
+    at::Tensor loss;
+    {
+      AutocastScope autocast(trial.device.type(), trial.precision);
+      at::Tensor output = trial.model.forward(batch);
+      loss = trial.model.lossSum(output, batch).to(at::kFloat);
+    }
+    plan.activations = counter.live();
+    trial.scaler.scaleLoss(loss).backward();
+    loss = at::Tensor();
+    plan.workspace = std::max<std::int64_t>(0, counter.peak() - plan.activations);
+  }
+  trial.optimizer.zeroGrad();  // step 1 adds its gradients to zeros, as without a trial
+}
+
+void setMemoryBudget(MemoryPlan& plan, double budgetMb, c10::Device device, int ranksOnNode) {
+  if (budgetMb > 0) {
+    plan.budget = static_cast<std::int64_t>(budgetMb * 1024 * 1024);
+    plan.budgetSource = "train.memory_budget_mb";
+    return;
+  }
+  DataConfig fraction;
+  fraction.memoryFraction = 0.9;
+  const data::MemoryBudget budget = data::memoryBudget(fraction, device, ranksOnNode);
+  if (budget.bytes == std::numeric_limits<std::int64_t>::max()) return;  // unknown: no budget
+  plan.budget = budget.bytes;
+  // On the host, MemAvailable was read after this rank loaded its data and built its model:
+  // what it already holds is part of its budget.
+  if (!device.is_cuda()) plan.budget += plan.parameters + plan.optimizer + plan.data;
+  plan.budgetSource = budget.description.substr(budget.description.find(' ') + 1);
+}
+
+}  // namespace mb::train
