@@ -53,6 +53,7 @@ class OneRankTest(OomCase):
     def test_every_training_phase_ends_with_a_message(self):
         cases = [("building the model", "building the model", "model.hidden"),
                  ("loading the data", "loading the data", "data.residency: stream"),
+                 ("trial step", "the memory plan's trial step", TRAIN_REMEDY),
                  ("training step:2", "training step 3", TRAIN_REMEDY),
                  ("evaluating", "evaluating the val split", TRAIN_REMEDY),
                  ("checkpoint", "assembling a checkpoint", "data.residency: stream")]
@@ -114,6 +115,7 @@ class TwoRanksTest(OomCase):
     def test_every_phase_ends_every_rank_well_within_the_timeout(self):
         cases = [("building the model", "building the model", "model.hidden"),
                  ("loading the data", "loading the data", "data.residency: stream"),
+                 ("trial step", "the memory plan's trial step", TRAIN_REMEDY),
                  ("training step:1", "training step 2", TRAIN_REMEDY),
                  ("evaluating", "evaluating the val split", TRAIN_REMEDY)]
         for hook, phase, remedy in cases:
