@@ -89,6 +89,9 @@ class EpochCache {
   // e.g. the graphs built and cached: metrics.jsonl records them at log steps and the trainer
   // logs them at epoch ends.
   virtual std::vector<std::pair<std::string, double>> statistics() const = 0;
+  // Drops everything cached and every count, as at the start of the run: the memory plan's
+  // trial step (Note [Memory plan]) leaves no trace.
+  virtual void forget() = 0;
 };
 
 // The capability C of `model`, or null when its kind has none.

@@ -135,6 +135,7 @@ void measureTrialStep(const TrialStep& trial, const data::Batch& batch, MemoryPl
     plan.workspace = std::max<std::int64_t>(0, counter.peak() - plan.activations);
   }
   trial.optimizer.zeroGrad();  // step 1 adds its gradients to zeros, as without a trial
+  if (auto* cache = model::capability<model::EpochCache>(trial.model)) cache->forget();
 }
 
 void setMemoryBudget(MemoryPlan& plan, double budgetMb, c10::Device device, int ranksOnNode) {

@@ -266,16 +266,16 @@ void Trainer::planMemory() {
     plan.optimizer += tensorBytes(t);
   plan.data = data_->residentBytes();
   // The trial's micro-batch: this rank's first train items in time order (resident data), else
-  // the first validation items. A stateful model's forward moves its carried state: not tried.
-  const bool stateful =
-      model::capability<model::StatefulLanes>(*model_) != nullptr && config_.model.stateful;
+  // the first validation items. A model that carries state from step to step would move it in
+  // a forward: not tried.
+  const bool carries = carried_->count() > 0;
   std::string skipped;
   dist::agreed(control(), "the memory plan's trial step", [&] {
     const bool resident = data_->loadStats().residency != Residency::kStream;
     const data::Split split = resident ? data::Split::kTrain : data::Split::kVal;
     const std::int64_t items = std::min(plan.microBatch, data_->evalCount(split));
-    if (stateful)
-      skipped = "a stateful model (its carried state)";
+    if (carries)
+      skipped = "the model carries state from step to step";
     else if (items < 1)
       skipped = "no item to try on this rank";
     else

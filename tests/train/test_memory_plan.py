@@ -56,6 +56,11 @@ class MemoryPlanTest(mbtest.TempDirTestCase):
             losses = mbtest.train_losses(with_plan)
             self.assertEqual(len(losses), 5, name)
             self.assertEqual(losses, mbtest.train_losses(without), name)
+            # The model's own counters too (the GAT's graph cache: the trial must leave no trace).
+            counters = [{k: v for k, v in m.items() if k.startswith("graphs_")}
+                        for m in mbtest.read_metrics(with_plan) if m["event"] == "train"]
+            self.assertEqual(counters, [{k: v for k, v in m.items() if k.startswith("graphs_")}
+                                        for m in mbtest.read_metrics(without) if m["event"] == "train"], name)
             ckpt = os.path.join("checkpoints", "step-00000005.h5")
             a = mbtest.checkpoint_params(os.path.join(with_plan, ckpt))
             b = mbtest.checkpoint_params(os.path.join(without, ckpt))

@@ -91,6 +91,7 @@ class Gat : public Model, public EpochCache {
   std::string kind() const override { return "gat"; }
   void startEpoch(std::int64_t epoch) override;
   std::vector<std::pair<std::string, double>> statistics() const override;
+  void forget() override { graphs_.forget(); }
 
  private:
   // The batch's input at `index` (undefined when the data has none: index < 0).

@@ -72,6 +72,11 @@ class PanelGraphCache {
                         const at::Tensor& present, const at::Tensor& sector);
   // A train epoch starts: rebuild per_epoch forgets every graph.
   void startEpoch();
+  // Every graph and count dropped, as at the start of the run.
+  void forget() {
+    graphs_.clear();
+    stats_ = Stats{};
+  }
   const Stats& stats() const { return stats_; }
 
  private:
