@@ -121,9 +121,10 @@ RunOutcome Trainer::run() {
     {
       // Work, not a wait: the watchdog ends this rank only when no rank makes progress in it
       // (a hung kernel, a deadlocked loader), never for being slow (Note [Watchdog heartbeat]).
-      dist::Watchdog::Scope guard = dist::Watchdog::instance().track(
-          "training step " + std::to_string(state_.step + 1), dist::Watchdog::Kind::kWork);
-      MemoryPhase phase("training step " + std::to_string(state_.step + 1));
+      const std::string stepName = "training step " + std::to_string(state_.step + 1);
+      dist::Watchdog::Scope guard =
+          dist::Watchdog::instance().track(stepName, dist::Watchdog::Kind::kWork);
+      MemoryPhase phase(stepName);  // Note [Out of memory is an expected error]
       profiler_->beforeStep(state_.step + 1);
       step = trainStep();
       profiler_->afterStep(state_.step + 1);
