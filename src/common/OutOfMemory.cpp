@@ -85,8 +85,8 @@ void maybeInjectOom(const std::string& phase) {
 // The remedies for running out in `phase`, most effective first (seed 001's order).
 std::string oomRemediesFor(const std::string& phase) {
   const std::string batch =
-      "a smaller train.micro_batch (train.global_batch stays: gradient accumulation makes up "
-      "the rest)";
+      "a smaller train.micro_batch, or train.micro_batch: auto to find the largest that fits "
+      "(train.global_batch stays: gradient accumulation makes up the rest)";
   const std::string precision = "train.precision: bf16 or fp16 (half the activation memory)";
   const std::string data =
       "data.residency: stream, or more ranks (each holds 1/N of the data), frees the memory "

@@ -11,6 +11,8 @@ namespace mb {
 // Most classes a classification model takes (model.num_classes, or the largest label + 1): more
 // is a file of ids rather than class indices, and per-class counts are allocated.
 constexpr std::int64_t kMaxClasses = std::int64_t{1} << 20;
+// train.micro_batch: auto.
+constexpr std::int64_t kAutoMicroBatch = -1;
 
 enum class Residency { kAuto, kDevice, kHost, kStream };
 enum class DType { kFp32, kBf16, kFp16 };
@@ -154,8 +156,10 @@ struct LossScaleConfig {
 
 struct TrainConfig {
   std::int64_t globalBatch = 256;
-  std::int64_t microBatch = 0;  // per rank; 0 = global_batch / world size (no accumulation)
-  std::int64_t maxSteps = 0;    // 0 = run `epochs` epochs
+  // Per rank; 0 = global_batch / world size (no accumulation); kAutoMicroBatch = auto (Note
+  // [Automatic micro-batch]).
+  std::int64_t microBatch = 0;
+  std::int64_t maxSteps = 0;  // 0 = run `epochs` epochs
   std::int64_t epochs = 1;
   Precision precision = Precision::kFp32;
   LossScaleConfig lossScale;

@@ -59,6 +59,28 @@ ConfigField makeChoiceField(std::string key, Access access, std::vector<std::str
   makeChoiceField(                               \
       key, [](Config & c) -> auto& { return c.member; }, names, __VA_ARGS__)
 
+// An integer field that also takes `auto` (held as kAutoMicroBatch), and prints it back so.
+template <class Access>
+ConfigField makeCountOrAutoField(std::string key, Access access, std::string help,
+                                 std::vector<std::string> aliases = {}) {
+  ConfigField field = makeField(key, access, std::move(help), std::move(aliases));
+  field.type = "int|auto";
+  field.assign = [key, access](Config& config, const YAML::Node& value) {
+    if (value.IsScalar() && value.Scalar() == "auto") {
+      access(config) = kAutoMicroBatch;
+      return;
+    }
+    const std::int64_t count = Codec<std::int64_t>::decode(key + " (or auto)", value);
+    if (count < 0) detail::badValue(key, value, "an integer >= 0, or auto");  // -1 is not auto
+    access(config) = count;
+  };
+  field.emit = [access](const Config& config) {
+    const std::int64_t value = access(const_cast<Config&>(config));
+    return value == kAutoMicroBatch ? YAML::Node("auto") : Codec<std::int64_t>::encode(value);
+  };
+  return field;
+}
+
 std::vector<ConfigField> buildFields() {
   return {
       // run
@@ -196,9 +218,11 @@ std::vector<ConfigField> buildFields() {
       // train
       MB_FIELD("train.global_batch", train.globalBatch,
                "samples per optimizer step, over all ranks", {"batch_size", "batch"}),
-      MB_FIELD("train.micro_batch", train.microBatch,
-               "samples per forward pass per rank; 0 = no accumulation",
-               {"micro_batch_size", "per_device_batch"}),
+      makeCountOrAutoField(
+          "train.micro_batch", [](Config & c) -> auto& { return c.train.microBatch; },
+          "samples per forward pass per rank; 0 = no accumulation; auto = the largest that fits "
+          "the memory budget (train.memory_budget_mb), agreed by every rank",
+          {"micro_batch_size", "per_device_batch"}),
       MB_FIELD("train.max_steps", train.maxSteps, "optimizer steps; 0 = train.epochs epochs",
                {"steps", "iterations"}),
       MB_FIELD("train.epochs", train.epochs, "epochs when max_steps is 0", {"num_epochs", "epoch"}),

@@ -84,6 +84,17 @@ Problem microBatchFitsGlobal(const Config& c) {
   return std::nullopt;
 }
 
+Problem microBatchIsCountOrAuto(const Config& c) {
+  if (c.train.microBatch < 0 && c.train.microBatch != kAutoMicroBatch)
+    return "train.micro_batch = " + show(c.train.microBatch) + " must be >= 0, or auto";
+  if (c.train.microBatch == kAutoMicroBatch && c.model.stateful)
+    return "train.micro_batch = auto measures trial steps, which would move the hidden state "
+           "model.stateful = true carries: set train.micro_batch by hand";
+  if (c.train.microBatch == kAutoMicroBatch && !c.train.memoryPlan)
+    return "train.micro_batch = auto is chosen by the memory plan: set train.memory_plan = true";
+  return std::nullopt;
+}
+
 Problem residentDtypeOffered(const Config& c) {
   if (c.data.residentDtype == DType::kFp16)
     return "data.resident_dtype = fp16 is not offered: keep resident features in fp32 or bf16 "
@@ -254,7 +265,7 @@ std::vector<Rule> buildRules() {
       statefulLanesFillTheBatch,
       classWeightsSupported,
       minimum("train.global_batch", MB_GET(train.globalBatch), 1),
-      minimum("train.micro_batch", MB_GET(train.microBatch), 0),
+      microBatchIsCountOrAuto,
       minimum("train.memory_budget_mb", MB_GET(train.memoryBudgetMb), 0.0),
       microBatchFitsGlobal,
       minimum("train.max_steps", MB_GET(train.maxSteps), 0),

@@ -96,14 +96,19 @@ std::int64_t deviceAllocatedBytes(c10::Device) {
 std::int64_t devicePeakBytes(c10::Device) {
   return -1;
 }
+void releaseCachedDeviceMemory(c10::Device) {}
 at::Tensor deviceRngState(c10::Device) {
   return {};
 }
 void setDeviceRngState(c10::Device, const at::Tensor&) {}
 #endif
 
+std::int64_t MemoryPlan::fixedBytes() const {
+  return parameters + gradients + optimizer + data;
+}
+
 std::int64_t MemoryPlan::total() const {
-  return parameters + gradients + optimizer + data + activations + workspace;
+  return fixedBytes() + activations + workspace;
 }
 
 std::string MemoryPlan::describe() const {
@@ -118,7 +123,12 @@ std::string MemoryPlan::describe() const {
 
 void measureTrialStep(const TrialStep& trial, const data::Batch& batch, MemoryPlan& plan) {
   MemoryPhase phase("the memory plan's trial step");  // Note [Out of memory is an expected error]
-  {
+  // Also when the trial runs out of memory (train.micro_batch: auto tries a smaller one next).
+  auto leaveNoTrace = [&] {
+    trial.optimizer.zeroGrad();  // step 1 adds its gradients to zeros, as without a trial
+    if (auto* cache = model::capability<model::EpochCache>(trial.model)) cache->forget();
+  };
+  try {
     TrialRestorer restorer(trial.model, trial.device);
     trial.model.train();
     trial.reducer.prepareForBackward(false);  // accumulate only: no collective in the trial
@@ -133,9 +143,11 @@ void measureTrialStep(const TrialStep& trial, const data::Batch& batch, MemoryPl
     trial.scaler.scaleLoss(loss).backward();
     loss = at::Tensor();
     plan.workspace = std::max<std::int64_t>(0, counter.peak() - plan.activations);
+  } catch (...) {
+    leaveNoTrace();
+    throw;
   }
-  trial.optimizer.zeroGrad();  // step 1 adds its gradients to zeros, as without a trial
-  if (auto* cache = model::capability<model::EpochCache>(trial.model)) cache->forget();
+  leaveNoTrace();
 }
 
 void setMemoryBudget(MemoryPlan& plan, double budgetMb, c10::Device device, int ranksOnNode) {

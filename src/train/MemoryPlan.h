@@ -49,6 +49,7 @@ struct MemoryPlan {
   std::string budgetSource;      // "train.memory_budget_mb", "0.9 x 22.1 GiB MemAvailable / 2"
   std::string device;            // "CPU" or "GPU"
 
+  std::int64_t fixedBytes() const;  // parameters, gradients, optimizer state and data
   std::int64_t total() const;
   // One line: "1.20 GiB of a 19.9 GiB budget (parameters ..., activations ... at micro batch 64)".
   std::string describe() const;
@@ -76,6 +77,9 @@ void setMemoryBudget(MemoryPlan& plan, double budgetMb, c10::Device device, int 
 void resetDevicePeak(c10::Device device);
 std::int64_t deviceAllocatedBytes(c10::Device device);
 std::int64_t devicePeakBytes(c10::Device device);
+// CUDA: hands the caching allocator's unused blocks back to the driver, after an allocation
+// failed (no-op without CUDA).
+void releaseCachedDeviceMemory(c10::Device device);
 // CUDA: the default generator's state of `device` and its restore (undefined / no-op without).
 at::Tensor deviceRngState(c10::Device device);
 void setDeviceRngState(c10::Device device, const at::Tensor& state);

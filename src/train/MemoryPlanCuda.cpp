@@ -29,6 +29,10 @@ std::int64_t devicePeakBytes(c10::Device device) {
   return stats.allocated_bytes[0].peak;
 }
 
+void releaseCachedDeviceMemory(c10::Device) {
+  c10::cuda::CUDACachingAllocator::emptyCache();
+}
+
 at::Tensor deviceRngState(c10::Device device) {
   at::Generator gen = at::cuda::detail::getDefaultCUDAGenerator(planDeviceIndex(device));
   std::lock_guard<std::mutex> lock(gen.mutex());

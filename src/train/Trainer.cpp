@@ -100,7 +100,8 @@ RunOutcome Trainer::run() {
   trainLog().info(
       "training {} steps ({} per epoch) from step {}: global batch {}, micro batch {} per rank, "
       "{} ranks, precision {}",
-      schedule_->totalSteps(), perEpoch, state_.step, config_.train.globalBatch, microBatch(),
+      schedule_->totalSteps(), perEpoch, state_.step, config_.train.globalBatch,
+      config_.train.microBatch == kAutoMicroBatch ? "auto" : std::to_string(microBatch()),
       runtime_.size(), toString(precision_));
   carried_->describe();
   if (config_.train.memoryPlan) planMemory();

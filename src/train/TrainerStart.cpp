@@ -4,6 +4,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
 
 #include <ATen/Functions.h>
 #include <ATen/Parallel.h>
@@ -31,6 +34,7 @@
 #include "train/LossScaler.h"
 #include "train/MemoryPlan.h"
 #include "train/Metrics.h"
+#include "train/MicroBatchSearch.h"
 #include "train/Optimizer.h"
 #include "train/PaceWatch.h"
 #include "train/Precision.h"
@@ -252,12 +256,38 @@ MemoryPlan planFromRow(const at::Tensor& row, const MemoryPlan& like) {
   return p;
 }
 
+// train.micro_batch: auto (Note [Automatic micro-batch]): every rank's search, then the smallest
+// choice for all, with one all-reduce; `plan` ends at the agreed size.
+std::int64_t agreeOnMicroBatch(dist::Communicator& control, const MicroBatchChoice& choice,
+                               const std::function<MemoryPlan(std::int64_t)>& planAt,
+                               MemoryPlan& plan) {
+  at::Tensor smallest = at::full({1}, static_cast<double>(choice.microBatch), at::kDouble);
+  control.allReduce(smallest, dist::ReduceOp::kMin, "train.micro_batch: auto");
+  const std::int64_t agreed = std::llround(smallest.item<double>());
+  dist::agreed(control, "train.micro_batch: auto", [&] {
+    if (choice.microBatch < 1)
+      throw RuntimeError(
+          "train.micro_batch = auto: not even a micro-batch of 1 sample fits this rank's memory "
+          "budget of " +
+              str::humanBytes(static_cast<double>(plan.budget)) + " (" + plan.budgetSource +
+              "): parameters, gradients, optimizer state and resident data "
+              "take " +
+              str::humanBytes(static_cast<double>(plan.fixedBytes())) +
+              "; trials: " + choice.describeTrials(),
+          "raise train.memory_budget_mb, use train.precision bf16 or fp16, data.residency: "
+          "stream, or more ranks");
+    if (!choice.trials.empty()) plan = planAt(agreed);
+  });
+  plan.microBatch = agreed;
+  return agreed;
+}
+
 }  // namespace
 
 void Trainer::planMemory() {
   MemoryPlan plan;
   plan.device = device_.is_cuda() ? "GPU" : "CPU";
-  plan.microBatch = microBatch();
+  plan.microBatch = microBatch();  // auto: the largest, this rank's share of the global batch
   for (const auto& p : model_->parameters()) {
     plan.parameters += tensorBytes(p);
     if (p.requires_grad()) plan.gradients += tensorBytes(p);  // the reducer's bucket buffers
@@ -265,24 +295,66 @@ void Trainer::planMemory() {
   for (const auto& [name, t] : optimizer_->state())
     plan.optimizer += tensorBytes(t);
   plan.data = data_->residentBytes();
+  setMemoryBudget(plan, config_.train.memoryBudgetMb, device_, runtime_.topology().localSize);
   // The trial's micro-batch: this rank's first train items in time order (resident data), else
   // the first validation items. A model that carries state from step to step would move it in
   // a forward: not tried.
-  const bool carries = carried_->count() > 0;
+  const bool resident = data_->loadStats().residency != Residency::kStream;
+  const data::Split split = resident ? data::Split::kTrain : data::Split::kVal;
+  const std::int64_t available = data_->evalCount(split);
+  const TrialStep trial{*model_, *reducer_, *optimizer_, *scaler_, device_, precision_};
+  std::map<std::int64_t, MemoryPlan> measured;  // by micro-batch
+  auto planAt = [&](std::int64_t size) {
+    if (measured.count(size) == 0) {
+      MemoryPlan p = plan;
+      p.microBatch = size;
+      const std::int64_t items = std::min(size, available);
+      measureTrialStep(trial, data_->evalBatch(split, 0, items, at::kFloat), p);
+      // Fewer items on this rank than the micro-batch: taken as proportional.
+      p.activations = p.activations * size / items;
+      p.workspace = p.workspace * size / items;
+      measured[size] = p;
+    }
+    return measured[size];
+  };
+  auto variableBytesAt = [&](std::int64_t size) -> std::optional<std::int64_t> {
+    try {
+      const MemoryPlan p = planAt(size);
+      return p.activations + p.workspace;
+    } catch (const std::exception& e) {
+      if (!asOutOfMemory(e)) throw;
+      takeFailedPhase();  // expected here: the search tries a smaller size
+      releaseCachedDeviceMemory(device_);
+      return std::nullopt;
+    }
+  };
+  const bool automatic = config_.train.microBatch == kAutoMicroBatch;
   std::string skipped;
+  MicroBatchChoice choice;
+  choice.microBatch = plan.microBatch;  // when nothing can be tried
   dist::agreed(control(), "the memory plan's trial step", [&] {
-    const bool resident = data_->loadStats().residency != Residency::kStream;
-    const data::Split split = resident ? data::Split::kTrain : data::Split::kVal;
-    const std::int64_t items = std::min(plan.microBatch, data_->evalCount(split));
-    if (carries)
+    if (carried_->count() > 0)
       skipped = "the model carries state from step to step";
-    else if (items < 1)
+    else if (available < 1)
       skipped = "no item to try on this rank";
+    else if (automatic && plan.budget > 0)
+      choice = searchMicroBatch(plan.microBatch, plan.fixedBytes(), plan.budget, variableBytesAt);
     else
-      measureTrialStep({*model_, *reducer_, *optimizer_, *scaler_, device_, precision_},
-                       data_->evalBatch(split, 0, items, at::kFloat), plan);
+      plan = planAt(plan.microBatch);
   });
-  setMemoryBudget(plan, config_.train.memoryBudgetMb, device_, runtime_.topology().localSize);
+  if (automatic) {
+    const std::int64_t share = plan.microBatch;
+    config_.train.microBatch = agreeOnMicroBatch(control(), choice, planAt, plan);
+    const std::int64_t steps = (share + plan.microBatch - 1) / plan.microBatch;
+    std::string tried = choice.trials.empty()
+                            ? "nothing tried here (" +
+                                  (skipped.empty() ? "no memory budget is known" : skipped) + ")"
+                            : "tried " + choice.describeTrials();
+    trainLog().info(
+        "train.micro_batch = auto: rank {} {}; every rank runs micro batch {}, {} per step of up "
+        "to {} samples per rank (accumulation keeps train.global_batch = {})",
+        runtime_.rank(), tried, plan.microBatch, steps, share, config_.train.globalBatch);
+  }
   at::Tensor rows = control().allGather(planRow(plan), "memory plan").reshape({-1, kPlanFields});
   at::Tensor totals = rows.slice(1, 0, 6).sum(1);
   const auto most = static_cast<int>(totals.argmax().item<std::int64_t>());

@@ -70,7 +70,8 @@ endforeach()
 
 # The memory plan (issue 36 item 1), one CTest entry per test.
 foreach(case a_run_with_the_plan_equals_one_without_bit_for_bit
-             the_plan_is_logged_and_recorded_by_the_neediest_of_two_ranks)
+             the_plan_is_logged_and_recorded_by_the_neediest_of_two_ranks
+             micro_batch_auto_fits_a_budget_the_hand_set_size_does_not_on_two_ranks)
   mb_add_python_test(train.memory_plan.${case} train/test_memory_plan.py
                      ARGS MemoryPlanTest.test_${case} TIMEOUT 600)
 endforeach()

@@ -6,6 +6,7 @@ dropout on, for the LSTM, the tiny GPT, the GIN and the panel GAT.
 Usage: test_memory_plan.py [MemoryPlanTest[.test_x]]
 """
 import os
+import re
 import sys
 import unittest
 
@@ -88,6 +89,43 @@ class MemoryPlanTest(mbtest.TempDirTestCase):
         self.assertEqual(plan["optimizer_bytes"], 2 * plan["parameters_bytes"])  # AdamW: two moments
         self.assertGreater(plan["activations_bytes"], 0)
         print("2 ranks: %r" % plan)
+
+    def test_micro_batch_auto_fits_a_budget_the_hand_set_size_does_not_on_two_ranks(self):
+        """Note [Automatic micro-batch]: under a budget too small for the whole share (32 per rank),
+        auto searches, every rank runs the agreed size, and the run equals one with that size set
+        by hand; against no accumulation, equal within float summation."""
+        series = self.make("synth-series", "series.h5", "--rows", "20000", "--features", "3",
+                           "--streams", "m1:1,m5:5,h1:60", "--seed", "3")
+        common = ["data.canonical_shards=4", "train.global_batch=64", "model.dropout=0",
+                  "train.memory_budget_mb=1.5"]
+        auto = self.path("auto")
+        r = self.train("demo.yaml", series, auto, common + ["train.micro_batch=auto"], np_=2)
+        self.assertIn("micro batch auto per rank", r.output)
+        found = re.search(r"train.micro_batch = auto: rank 0 tried 32: [0-9.]+ [KM]iB \(does not fit\), "
+                          r"[^;]*\(fits\)[^;]*; every rank runs micro batch ([0-9]+), ([0-9]+) per step", r.output)
+        self.assertIsNotNone(found, r.output)
+        chosen, per_step = int(found.group(1)), int(found.group(2))
+        self.assertLess(chosen, 32)
+        self.assertEqual(per_step, -(-32 // chosen))
+        self.assertNotIn("exceeds its budget", r.output)
+        plan = [m for m in mbtest.read_metrics(auto) if m["event"] == "memory_plan"][0]
+        self.assertEqual(plan["micro_batch"], chosen)
+        self.assertLessEqual(plan["total_bytes"], plan["budget_bytes"])
+        with open(os.path.join(auto, "config.yaml")) as f:
+            self.assertIn("micro_batch: auto", f.read())  # a resume searches again
+
+        by_hand = self.path("by hand")
+        r = self.train("demo.yaml", series, by_hand, common + ["train.micro_batch=%d" % chosen], np_=2)
+        self.assertEqual(mbtest.train_losses(auto), mbtest.train_losses(by_hand))
+        whole = self.path("whole share")
+        r = self.train("demo.yaml", series, whole, common + ["train.micro_batch=32"], np_=2)
+        self.assertIn("exceeds its budget", r.output)  # the hand-set share does not fit
+        a, b = mbtest.train_losses(auto), mbtest.train_losses(whole)
+        self.assertEqual(sorted(a), sorted(b))
+        for step in a:
+            self.assertAlmostEqual(a[step], b[step], delta=1e-5 * max(1.0, abs(b[step])))
+        print("2 ranks, budget 1.5 MiB: auto chose %d (%d per step of 32), losses equal to the "
+              "hand-set run: %r" % (chosen, per_step, sorted(a.items())))
 
 
 if __name__ == "__main__":

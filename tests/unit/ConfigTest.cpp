@@ -155,6 +155,30 @@ TEST(Config, CrossFieldRules) {
       "divisible"));
 }
 
+// Note [Automatic micro-batch]: `auto` is a value of train.micro_batch, printed back as auto.
+TEST(Config, MicroBatchTakesAutoAndPrintsItBack) {
+  Config c = parseConfig("train: {micro_batch: auto}", "c.yaml");
+  EXPECT_EQ(c.train.microBatch, kAutoMicroBatch);
+  EXPECT_TRUE(contains(configToYaml(c), "micro_batch: auto"));
+  EXPECT_EQ(parseConfig(configToYaml(c), "resolved.yaml").train.microBatch, kAutoMicroBatch);
+  EXPECT_EQ(parseConfig("", "c.yaml", {"train.micro_batch=16"}).train.microBatch, 16);
+  EXPECT_TRUE(contains(configErrorOf([] { parseConfig("", "c.yaml", {"train.micro_batch=-1"}); }),
+                       "expected an integer >= 0, or auto"));
+  EXPECT_TRUE(contains(configErrorOf([] { parseConfig("", "c.yaml", {"train.micro_batch=big"}); }),
+                       "train.micro_batch (or auto): expected an integer"));
+  EXPECT_TRUE(contains(configErrorOf([] {
+                         parseConfig("train: {micro_batch: auto, memory_plan: false}", "c.yaml");
+                       }),
+                       "set train.memory_plan = true"));
+  EXPECT_TRUE(contains(configErrorOf([] {
+                         parseConfig(
+                             "model: {stateful: true}\ndata: {shuffle: false}\n"
+                             "train: {micro_batch: auto}",
+                             "c.yaml");
+                       }),
+                       "set train.micro_batch by hand"));
+}
+
 TEST(Config, OverridesApplyAfterFile) {
   Config c = parseConfig(
       "optim: {lr: 0.1}", "c.yaml",
