@@ -108,6 +108,12 @@ class Layout {
   // work per step. Empty (the default): every sample costs the same.
   virtual std::vector<std::int64_t> sampleCosts(SampleRange /*samples*/) const { return {}; }
 
+  // How much memory each sample of a store (tensors as prepareStore left them) takes in a
+  // forward pass, relative to the others: [samples] int64 on the host (graphs: nodes + edges;
+  // panel: instruments present), so the memory plan's trial takes the heaviest micro-batch
+  // (Note [Memory plan]). Undefined (the default): every sample takes the same.
+  virtual at::Tensor sampleWeights(const std::vector<at::Tensor>& /*store*/) const { return {}; }
+
  protected:
   explicit Layout(FileSchema schema) : schema_(std::move(schema)) {}
 

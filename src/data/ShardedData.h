@@ -78,6 +78,9 @@ class ShardedData {
   virtual std::int64_t evalCount(Split split) const = 0;
   virtual Batch evalBatch(Split split, std::int64_t begin, std::int64_t end,
                           at::ScalarType inputType) = 0;
+  // The `count` samples of this rank's `split` that take the most memory in a forward pass (the
+  // most nodes and edges of graphs, instruments of a panel), for the memory plan's trial.
+  virtual Batch heaviestBatch(Split split, std::int64_t count, at::ScalarType inputType) = 0;
 
   // Bytes held resident for this rank (features + targets + indices), for logs and tests.
   // Stream residency: the val/test parts plus the chunks resident now.

@@ -42,5 +42,11 @@ class MetricsWriter {
 // The resident set size (RSS) of this process in bytes, from /proc/self/statm; 0 when it cannot
 // be read. Host memory only, also in CUDA builds: device memory is not part of it.
 std::int64_t processMemoryBytes();
+// The most RSS this process has held (VmHWM in /proc/self/status) since it started or since the
+// last resetProcessMemoryPeak(); 0 when it cannot be read.
+std::int64_t processMemoryPeakBytes();
+// Sets the peak back to the RSS now (writes 5 to /proc/self/clear_refs); false when the kernel
+// refuses.
+bool resetProcessMemoryPeak();
 
 }  // namespace mb::train

@@ -76,6 +76,7 @@ double Trainer::lastStepLr() const {
 
 RunOutcome Trainer::run() {
   installStopSignalHandlers();  // again: MPI initialisation may have replaced them
+  const std::int64_t rssAtStart = processMemoryBytes();  // before data, model and optimizer
   // dist.timeout_s bounds every collective from here on (the watchdog's own default is 300 s).
   dist::Watchdog::instance().setTimeout(config_.dist.timeoutS);
   setUpDevice();
@@ -104,7 +105,7 @@ RunOutcome Trainer::run() {
       config_.train.microBatch == kAutoMicroBatch ? "auto" : std::to_string(microBatch()),
       runtime_.size(), toString(precision_));
   carried_->describe();
-  if (config_.train.memoryPlan) planMemory();
+  if (config_.train.memoryPlan) planMemory(rssAtStart);
 
   progress_ = std::make_unique<ProgressBar>(config_.run.progress, isRoot());
   Window window;

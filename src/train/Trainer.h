@@ -79,7 +79,7 @@ class Trainer {
   std::optional<CheckpointContent> findResumePoint();
   void buildModelAndOptimizer();
   void restoreFrom(std::optional<CheckpointContent>& resumed);
-  void planMemory();  // Note [Memory plan]
+  void planMemory(std::int64_t rssAtStart);  // Note [Memory plan]
 
   StepResult trainStep();
   // A step longer than this writes progress lines (its micro-batches done so far).

@@ -25,6 +25,7 @@
 #include "train/Evaluation.h"
 #include "train/GpuUtilisation.h"
 #include "train/LossScaler.h"
+#include "train/MemoryPlan.h"
 #include "train/Metrics.h"
 #include "train/Optimizer.h"
 #include "train/PaceWatch.h"
@@ -95,6 +96,10 @@ void Trainer::logStep(const StepResult& step, Window& window, bool lineDue) {
         .add("comm_time_s", phases.communication / steps)
         .add("optimizer_time_s", phases.optimizer / steps);
     record.add("mem_mb", memoryMb);
+    // Since the memory plan (Note [Memory plan]): what a plan is compared with.
+    record.add("mem_peak_mb", static_cast<double>(processMemoryPeakBytes()) / (1 << 20));
+    if (device_.is_cuda())
+      record.add("gpu_mem_peak_mb", static_cast<double>(devicePeakBytes(device_)) / (1 << 20));
     if (utilisation >= 0) record.add("gpu_util", utilisation);
     for (const auto& [name, value] : model::statistics(*model_))
       record.add(name, value);

@@ -2,6 +2,7 @@
 // model and optimizer, and the restored state (Trainer::run() calls these in this order).
 #include "train/Trainer.h"
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -284,7 +285,7 @@ std::int64_t agreeOnMicroBatch(dist::Communicator& control, const MicroBatchChoi
 
 }  // namespace
 
-void Trainer::planMemory() {
+void Trainer::planMemory(std::int64_t rssAtStart) {
   MemoryPlan plan;
   plan.device = device_.is_cuda() ? "GPU" : "CPU";
   plan.microBatch = microBatch();  // auto: the largest, this rank's share of the global batch
@@ -296,9 +297,10 @@ void Trainer::planMemory() {
     plan.optimizer += tensorBytes(t);
   plan.data = data_->residentBytes();
   setMemoryBudget(plan, config_.train.memoryBudgetMb, device_, runtime_.topology().localSize);
-  // The trial's micro-batch: this rank's first train items in time order (resident data), else
-  // the first validation items. A model that carries state from step to step would move it in
-  // a forward: not tried.
+  // The trial's micro-batch: the heaviest of this rank's train items (resident data), else of its
+  // validation items: the graphs with the most nodes and edges, the dates with the most
+  // instruments (ShardedData::heaviestBatch). A model that carries state from step to step
+  // would move it in a forward: not tried.
   const bool resident = data_->loadStats().residency != Residency::kStream;
   const data::Split split = resident ? data::Split::kTrain : data::Split::kVal;
   const std::int64_t available = data_->evalCount(split);
@@ -309,7 +311,7 @@ void Trainer::planMemory() {
       MemoryPlan p = plan;
       p.microBatch = size;
       const std::int64_t items = std::min(size, available);
-      measureTrialStep(trial, data_->evalBatch(split, 0, items, at::kFloat), p);
+      measureTrialStep(trial, data_->heaviestBatch(split, items, at::kFloat), p);
       // Fewer items on this rank than the micro-batch: taken as proportional.
       p.activations = p.activations * size / items;
       p.workspace = p.workspace * size / items;
@@ -332,6 +334,7 @@ void Trainer::planMemory() {
   std::string skipped;
   MicroBatchChoice choice;
   choice.microBatch = plan.microBatch;  // when nothing can be tried
+  const auto trialsStart = std::chrono::steady_clock::now();
   dist::agreed(control(), "the memory plan's trial step", [&] {
     if (carried_->count() > 0)
       skipped = "the model carries state from step to step";
@@ -350,10 +353,12 @@ void Trainer::planMemory() {
                             ? "nothing tried here (" +
                                   (skipped.empty() ? "no memory budget is known" : skipped) + ")"
                             : "tried " + choice.describeTrials();
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - trialsStart;
     trainLog().info(
-        "train.micro_batch = auto: rank {} {}; every rank runs micro batch {}, {} per step of up "
-        "to {} samples per rank (accumulation keeps train.global_batch = {})",
-        runtime_.rank(), tried, plan.microBatch, steps, share, config_.train.globalBatch);
+        "train.micro_batch = auto: rank {} {} in {:.2f} s; every rank runs micro batch {}, {} per "
+        "step of up to {} samples per rank (accumulation keeps train.global_batch = {})",
+        runtime_.rank(), tried, took.count(), plan.microBatch, steps, share,
+        config_.train.globalBatch);
   }
   at::Tensor rows = control().allGather(planRow(plan), "memory plan").reshape({-1, kPlanFields});
   at::Tensor totals = rows.slice(1, 0, 6).sum(1);
@@ -370,6 +375,10 @@ void Trainer::planMemory() {
         "data.residency: stream would fit it",
         most, str::humanBytes(static_cast<double>(worst.total())),
         str::humanBytes(static_cast<double>(worst.budget)));
+  // The steps' peaks (mem_peak_mb, gpu_mem_peak_mb in metrics.jsonl) count from here, not from
+  // the trial's.
+  resetProcessMemoryPeak();
+  if (device_.is_cuda()) resetDevicePeak(device_);
   if (!metrics_) return;
   JsonRecord record;
   record.add("event", "memory_plan")
@@ -381,6 +390,9 @@ void Trainer::planMemory() {
     record.add(std::string(kNames[i]) + (i < 7 ? "_bytes" : ""),
                static_cast<std::int64_t>(rows[most][i].item<double>()));
   record.add("total_bytes", worst.total());
+  // What the process held before data and model: mem_peak_mb of the steps minus this is what
+  // the run held at its peak, to set against total_bytes.
+  record.add("rss_at_start_bytes", rssAtStart);
   metrics_->write(record);
 }
 

@@ -63,6 +63,7 @@ class GraphsLayout final : public Layout {
   Batch gather(const std::vector<at::Tensor>& store, const at::Tensor& local,
                at::ScalarType inputType) const override;
   std::vector<std::int64_t> sampleCosts(SampleRange samples) const override;
+  at::Tensor sampleWeights(const std::vector<at::Tensor>& store) const override;
 
   // Note [Graph splits] steps 2-3: the view (view position -> file graph) for class `labels`
   // (>= 0) whose splits (and any gaps between them) end at the view positions `blockEnds`

@@ -225,6 +225,15 @@ Batch GraphsLayout::gather(const std::vector<at::Tensor>& store, const at::Tenso
   return batch;
 }
 
+// Nodes + edges of each stored graph, from the store's offsets.
+at::Tensor GraphsLayout::sampleWeights(const std::vector<at::Tensor>& store) const {
+  auto counts = [&](int slot) {
+    const at::Tensor offsets = store[static_cast<std::size_t>(slot)].cpu();
+    return offsets.slice(0, 1) - offsets.slice(0, 0, -1);
+  };
+  return counts(slots_.nodeOffsets) + counts(slots_.edgeOffsets);
+}
+
 std::vector<std::int64_t> GraphsLayout::sampleCosts(SampleRange samples) const {
   std::vector<std::int64_t> costs;
   costs.reserve(static_cast<std::size_t>(samples.size()));

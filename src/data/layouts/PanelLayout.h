@@ -57,6 +57,7 @@ class PanelLayout final : public Layout {
   void checkValues(const StorePlan& plan, const std::vector<at::Tensor>& tensors) const override;
   std::vector<at::Tensor> prepareStore(const StorePlan& plan,
                                        std::vector<at::Tensor> tensors) const override;
+  at::Tensor sampleWeights(const std::vector<at::Tensor>& store) const override;
   Batch gather(const std::vector<at::Tensor>& store, const at::Tensor& local,
                at::ScalarType inputType) const override;
 

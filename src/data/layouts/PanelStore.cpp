@@ -210,6 +210,12 @@ std::vector<at::Tensor> PanelLayout::prepareStore(const StorePlan& plan,
   return {values, present, targets, sector};
 }
 
+// Instruments present on each stored date (the GAT encodes only those, Gat::encodePresent).
+at::Tensor PanelLayout::sampleWeights(const std::vector<at::Tensor>& store) const {
+  const std::int64_t dates = store[kTargets].size(0);
+  return store[kMask].narrow(0, history() - 1, dates).sum(1).to(at::kLong).cpu();
+}
+
 Batch PanelLayout::gather(const std::vector<at::Tensor>& store, const at::Tensor& local,
                           at::ScalarType inputType) const {
   const at::Tensor& values = store[kValues];  // [R, N, F]

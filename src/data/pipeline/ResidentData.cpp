@@ -61,6 +61,15 @@ Batch LoadedData::evalBatch(Split split, std::int64_t begin, std::int64_t end,
   return batch;
 }
 
+Batch LoadedData::heaviestBatch(Split split, std::int64_t count, at::ScalarType inputType) {
+  const Store& store = evalStore(split);
+  if (count < 1 || count > store.samples().size())
+    throw RuntimeError("ShardedData::heaviestBatch(" + std::string(toString(split)) + ", " +
+                       std::to_string(count) + "): this rank holds " +
+                       std::to_string(store.samples().size()) + " samples of that split");
+  return toDevice(store.heaviest(count, inputType));
+}
+
 std::vector<std::int64_t> LoadedData::shareSamples(std::int64_t position,
                                                    std::int64_t count) const {
   const std::int64_t first = info_.split(Split::kTrain).begin;  // items count from the split

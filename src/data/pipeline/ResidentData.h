@@ -24,6 +24,7 @@ class LoadedData : public ShardedData {
   std::int64_t evalCount(Split split) const override;
   Batch evalBatch(Split split, std::int64_t begin, std::int64_t end,
                   at::ScalarType inputType) override;
+  Batch heaviestBatch(Split split, std::int64_t count, at::ScalarType inputType) override;
   LoadStats loadStats() const override { return stats_; }
 
  protected:

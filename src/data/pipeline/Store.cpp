@@ -33,6 +33,13 @@ Batch Store::slice(std::int64_t begin, std::int64_t end, at::ScalarType inputTyp
                 inputType);
 }
 
+Batch Store::heaviest(std::int64_t count, at::ScalarType inputType) const {
+  const at::Tensor weights = layout_->sampleWeights(tensors_);
+  if (!weights.defined()) return slice(0, count, inputType);
+  const at::Tensor chosen = std::get<1>(at::topk(weights, count));
+  return gather(std::get<0>(at::sort(chosen)).to(device_), inputType);
+}
+
 at::Tensor Store::labelCounts(std::int64_t classes) const {
   if (!targets_.defined() || targets_.numel() == 0 || targets_.scalar_type() != at::kLong)
     return at::zeros({classes}, at::kLong);

@@ -41,6 +41,9 @@ class Store {
   Batch gather(const at::Tensor& local, at::ScalarType inputType) const;
   // Samples [begin, end) of the store.
   Batch slice(std::int64_t begin, std::int64_t end, at::ScalarType inputType) const;
+  // The `count` heaviest samples (Layout::sampleWeights) in store order; the first `count` when
+  // all weigh the same.
+  Batch heaviest(std::int64_t count, at::ScalarType inputType) const;
   // Largest target label in the store (classification), -1 if empty.
   std::int64_t maxLabel() const;
   // [classes] int64 (CPU): how many of the store's samples have each label (zeros unless the
