@@ -66,10 +66,19 @@ def measure(binary, name, config, tool, overrides, steps, work):
            "micro_batch": plan["micro_batch"], "planned_bytes": plan["total_bytes"],
            "measured_bytes": measured, "ratio_measured_to_planned": measured / plan["total_bytes"],
            "plan": {k: v for k, v in plan.items() if k.endswith("_bytes")},
+           # Held before step 1 (data, model, optimizer, and what loading left in the heap), and
+           # what the steps added on top, to set against the trial's activations + workspace.
+           "held_before_step_1_bytes": plan["rss_at_plan_bytes"] - plan["rss_at_start_bytes"],
+           "steps_growth_bytes": peak - plan["rss_at_plan_bytes"],
+           "planned_activations_workspace_bytes": plan["activations_bytes"] + plan["workspace_bytes"],
            "peak_rss_bytes": peak}
-    print("%-26s micro batch %4d  planned %8.1f MiB  measured %8.1f MiB  measured/planned %.2f"
-          % (name, row["micro_batch"], row["planned_bytes"] / MIB, measured / MIB, row["ratio_measured_to_planned"]),
-          flush=True)
+    print("%-26s micro batch %4d  planned %8.1f MiB  measured %8.1f MiB  measured/planned %.2f  "
+          "| fixed planned %7.1f MiB, held before step 1 %7.1f MiB | activations+workspace planned %7.1f MiB, "
+          "steps grew %7.1f MiB"
+          % (name, row["micro_batch"], row["planned_bytes"] / MIB, measured / MIB, row["ratio_measured_to_planned"],
+             (plan["total_bytes"] - row["planned_activations_workspace_bytes"]) / MIB,
+             row["held_before_step_1_bytes"] / MIB, row["planned_activations_workspace_bytes"] / MIB,
+             row["steps_growth_bytes"] / MIB), flush=True)
     return row
 
 

@@ -25,6 +25,21 @@ std::string planBytes(std::int64_t bytes) {
   return str::humanBytes(static_cast<double>(bytes));
 }
 
+// The micro-batch itself: a step holds it while it runs.
+std::int64_t batchBytes(const data::Batch& batch) {
+  auto bytes = [](const at::Tensor& t) {
+    return t.defined() ? t.numel() * static_cast<std::int64_t>(t.element_size()) : 0;
+  };
+  std::int64_t total = 0;
+  for (const auto& input : batch.inputs)
+    total += bytes(input);
+  for (const at::Tensor* t :
+       {&batch.targets, &batch.sampleIndex, &batch.lanes, &batch.nodeFeatures, &batch.nodeTypes,
+        &batch.edgeIndex, &batch.edgeFeatures, &batch.nodeGraph})
+    total += bytes(*t);
+  return total;
+}
+
 // The model's buffers (BatchNorm statistics of a TorchScript model move in a forward in train
 // mode) and the default CPU generator's state (dropout), put back when the trial ends.
 class TrialRestorer {
@@ -65,12 +80,12 @@ class TrialRestorer {
 // or CUDA's caching allocator's.
 class TrialCounter {
  public:
-  explicit TrialCounter(c10::Device device) : device_(device) {
+  TrialCounter(c10::Device device, std::int64_t capBytes) : device_(device) {
     if (device_.is_cuda()) {
       resetDevicePeak(device_);
       start_ = deviceAllocatedBytes(device_);
     } else {
-      scope_ = std::make_unique<CpuAllocationScope>();
+      scope_ = std::make_unique<CpuAllocationScope>(capBytes);
     }
   }
   std::int64_t live() const {
@@ -132,14 +147,14 @@ void measureTrialStep(const TrialStep& trial, const data::Batch& batch, MemoryPl
     TrialRestorer restorer(trial.model, trial.device);
     trial.model.train();
     trial.reducer.prepareForBackward(false);  // accumulate only: no collective in the trial
-    TrialCounter counter(trial.device);
+    TrialCounter counter(trial.device, trial.capBytes);
     at::Tensor loss;
     {
       AutocastScope autocast(trial.device.type(), trial.precision);
       at::Tensor output = trial.model.forward(batch);
       loss = trial.model.lossSum(output, batch).to(at::kFloat);
     }
-    plan.activations = counter.live();
+    plan.activations = counter.live() + batchBytes(batch);  // the batch was gathered before
     trial.scaler.scaleLoss(loss).backward();
     loss = at::Tensor();
     plan.workspace = std::max<std::int64_t>(0, counter.peak() - plan.activations);

@@ -5,8 +5,9 @@
 //     optimizer's state, counted from their tensors;
 //   - the resident data, as the data layer holds it;
 //   - the activations of one micro-batch and the workspace around them, measured by a trial
-//     forward + backward on a micro-batch of the run's size: the bytes still held when the
-//     forward ends are the activations, and the rest of the peak during backward is workspace.
+//     forward + backward on the heaviest micro-batch of the run's size: the micro-batch itself
+//     and the bytes still held when the forward ends are the activations, and the rest of the
+//     peak during backward is workspace.
 // On the CPU the trial counts LibTorch's CPU allocations (CpuAllocationScope); on CUDA the
 // caching allocator's peak statistics (MemoryPlanCuda.cpp).
 // The trial changes nothing: the reducer accumulates without a collective, the gradients are
@@ -63,6 +64,9 @@ struct TrialStep {
   const LossScaler& scaler;
   c10::Device device;
   DType precision;
+  // > 0, on the CPU: an allocation past this many live bytes throws AllocationCapExceeded, so a
+  // micro-batch that does not fit the budget is stopped there (Note [Automatic micro-batch]).
+  std::int64_t capBytes = 0;
 };
 
 // Measures one forward + backward of `batch` into plan.activations and plan.workspace, and

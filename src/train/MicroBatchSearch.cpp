@@ -14,19 +14,22 @@ namespace {
 double estimateSize(const std::vector<MicroBatchTrial>& trials, double room) {
   std::vector<MicroBatchTrial> measured;
   for (const auto& t : trials)
-    if (t.variableBytes > 0) measured.push_back(t);
+    if (t.outcome.variableBytes > 0) measured.push_back(t);
   if (measured.empty()) return -1;
   const MicroBatchTrial& last = measured.back();
   if (measured.size() >= 2) {
     const MicroBatchTrial& before = measured[measured.size() - 2];
-    const double perSample = static_cast<double>(last.variableBytes - before.variableBytes) /
-                             static_cast<double>(last.microBatch - before.microBatch);
+    const double perSample =
+        static_cast<double>(last.outcome.variableBytes - before.outcome.variableBytes) /
+        static_cast<double>(last.microBatch - before.microBatch);
     if (perSample > 0) {
-      const double constant = static_cast<double>(last.variableBytes) - perSample * last.microBatch;
+      const double constant =
+          static_cast<double>(last.outcome.variableBytes) - perSample * last.microBatch;
       return (room - constant) / perSample;
     }
   }
-  return room / (static_cast<double>(last.variableBytes) / static_cast<double>(last.microBatch));
+  return room /
+         (static_cast<double>(last.outcome.variableBytes) / static_cast<double>(last.microBatch));
 }
 
 }  // namespace
@@ -47,11 +50,11 @@ MicroBatchChoice searchMicroBatch(std::int64_t largest, std::int64_t fixedBytes,
   std::int64_t size = largest;
   bool ranOut = false;
   while (static_cast<int>(choice.trials.size()) < kMaxTrials) {
-    const std::optional<std::int64_t> bytes = measure(size);
     MicroBatchTrial trial;
     trial.microBatch = size;
-    trial.variableBytes = bytes.value_or(-1);
-    trial.fits = bytes.has_value() && static_cast<double>(*bytes) <= room;
+    trial.outcome = measure(size);
+    const std::int64_t bytes = trial.outcome.variableBytes;
+    trial.fits = bytes >= 0 && static_cast<double>(bytes) <= room;
     choice.trials.push_back(trial);
     (trial.fits ? fitting : failing) = size;
     if (room <= 0) break;  // the fixed part alone fills the budget
@@ -59,7 +62,7 @@ MicroBatchChoice searchMicroBatch(std::int64_t largest, std::int64_t fixedBytes,
     if (failing - fitting <= std::max<std::int64_t>(1, failing / 32)) break;
     // Once a size ran out of memory for real, the measure no longer tells where memory ends:
     // bisect from then on.
-    ranOut = ranOut || trial.variableBytes < 0;
+    ranOut = ranOut || trial.outcome.ranOut;
     const double estimate = ranOut ? -1 : estimateSize(choice.trials, room);
     const std::int64_t next =
         estimate > 0 ? static_cast<std::int64_t>(std::floor(estimate)) : (fitting + failing) / 2;
@@ -72,9 +75,11 @@ MicroBatchChoice searchMicroBatch(std::int64_t largest, std::int64_t fixedBytes,
 std::string MicroBatchChoice::describeTrials() const {
   std::vector<std::string> parts;
   for (const auto& t : trials) {
-    const std::string bytes = t.variableBytes < 0
-                                  ? "ran out of memory"
-                                  : str::humanBytes(static_cast<double>(t.variableBytes));
+    const std::int64_t measured = t.outcome.variableBytes;
+    const std::string bytes = t.outcome.ranOut    ? "ran out of memory"
+                              : t.outcome.overCap ? "stopped at the budget"
+                              : measured < 0      ? "not measured"
+                                                  : str::humanBytes(static_cast<double>(measured));
     parts.push_back(std::to_string(t.microBatch) + ": " + bytes +
                     (t.fits ? " (fits)" : " (does not fit)"));
   }

@@ -13,7 +13,10 @@
 //     batch: no accumulation). When that does not fit, it estimates the size that would from
 //     the activations per sample, and narrows between the largest size that fitted and the
 //     smallest that did not, in at most kMaxTrials trials. A trial that runs out of memory for
-//     real is a size that does not fit.
+//     real is a size that does not fit, and so is one that passes the budget: on the CPU the
+//     trial's allocations are capped at the budget, so a size that does not fit is stopped
+//     there and never takes the memory it would (a cgroup's limit kills, it does not throw).
+//     Without a measure the next size is the middle of the two bounds.
 //   - The size kept is then balanced: the fewest micro-batches that fit, of equal size (a share
 //     of 128 that fits 100 runs as 2 x 64, not 100 + 28: the same steps, less memory).
 //   - Each rank searches on its own data, without a collective; one all-reduce (min) then gives
@@ -22,7 +25,6 @@
 // state: auto is refused for it (exit 2), as is a run with the memory plan's budget unknown.
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,10 +33,17 @@ namespace mb::train {
 constexpr double kActivationMargin = 0.1;
 constexpr int kMaxTrials = 8;
 
+// What one trial measured.
+struct TrialOutcome {
+  std::int64_t variableBytes = -1;  // activations + workspace; -1: not known (below)
+  bool ranOut = false;              // an allocation failed for real
+  bool overCap = false;             // stopped when it passed the budget (on the CPU)
+};
+
 // One trial of the search.
 struct MicroBatchTrial {
   std::int64_t microBatch = 0;
-  std::int64_t variableBytes = -1;  // activations + workspace; -1: ran out of memory
+  TrialOutcome outcome;
   bool fits = false;
 };
 
@@ -44,9 +53,8 @@ struct MicroBatchChoice {
   std::string describeTrials() const;  // "128: 3.1 GiB (does not fit), 40: 1.0 GiB (fits)"
 };
 
-// Measures one trial: the activations + workspace bytes of a micro-batch of the given size, or
-// nullopt when it ran out of memory.
-using MeasureMicroBatch = std::function<std::optional<std::int64_t>(std::int64_t microBatch)>;
+// Measures one trial of a micro-batch of the given size.
+using MeasureMicroBatch = std::function<TrialOutcome(std::int64_t microBatch)>;
 
 // The largest micro-batch in [1, largest] for which fixedBytes + (1 + kActivationMargin) x
 // measure(size) <= budget, balanced over the share `largest` (Note [Automatic micro-batch]).

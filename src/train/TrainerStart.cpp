@@ -14,6 +14,7 @@
 #include <torch/cuda.h>
 #include <torch/nn/module.h>
 
+#include "common/CpuAllocationScope.h"
 #include "common/Error.h"
 #include "common/Log.h"
 #include "common/OutOfMemory.h"
@@ -304,7 +305,14 @@ void Trainer::planMemory(std::int64_t rssAtStart) {
   const bool resident = data_->loadStats().residency != Residency::kStream;
   const data::Split split = resident ? data::Split::kTrain : data::Split::kVal;
   const std::int64_t available = data_->evalCount(split);
-  const TrialStep trial{*model_, *reducer_, *optimizer_, *scaler_, device_, precision_};
+  const bool automatic = config_.train.microBatch == kAutoMicroBatch;
+  const TrialStep trial{*model_,
+                        *reducer_,
+                        *optimizer_,
+                        *scaler_,
+                        device_,
+                        precision_,
+                        automatic ? std::max<std::int64_t>(1, plan.budget - plan.fixedBytes()) : 0};
   std::map<std::int64_t, MemoryPlan> measured;  // by micro-batch
   auto planAt = [&](std::int64_t size) {
     if (measured.count(size) == 0) {
@@ -319,18 +327,22 @@ void Trainer::planMemory(std::int64_t rssAtStart) {
     }
     return measured[size];
   };
-  auto variableBytesAt = [&](std::int64_t size) -> std::optional<std::int64_t> {
+  auto variableBytesAt = [&](std::int64_t size) {
+    TrialOutcome outcome;
     try {
       const MemoryPlan p = planAt(size);
-      return p.activations + p.workspace;
+      outcome.variableBytes = p.activations + p.workspace;
+    } catch (const AllocationCapExceeded&) {
+      takeFailedPhase();  // expected here: the search tries a smaller size
+      outcome.overCap = true;
     } catch (const std::exception& e) {
       if (!asOutOfMemory(e)) throw;
-      takeFailedPhase();  // expected here: the search tries a smaller size
+      takeFailedPhase();
       releaseCachedDeviceMemory(device_);
-      return std::nullopt;
+      outcome.ranOut = true;
     }
+    return outcome;
   };
-  const bool automatic = config_.train.microBatch == kAutoMicroBatch;
   std::string skipped;
   MicroBatchChoice choice;
   choice.microBatch = plan.microBatch;  // when nothing can be tried
@@ -378,6 +390,7 @@ void Trainer::planMemory(std::int64_t rssAtStart) {
   // The steps' peaks (mem_peak_mb, gpu_mem_peak_mb in metrics.jsonl) count from here, not from
   // the trial's.
   resetProcessMemoryPeak();
+  const std::int64_t rssAtPlan = processMemoryBytes();
   if (device_.is_cuda()) resetDevicePeak(device_);
   if (!metrics_) return;
   JsonRecord record;
@@ -393,6 +406,7 @@ void Trainer::planMemory(std::int64_t rssAtStart) {
   // What the process held before data and model: mem_peak_mb of the steps minus this is what
   // the run held at its peak, to set against total_bytes.
   record.add("rss_at_start_bytes", rssAtStart);
+  record.add("rss_at_plan_bytes", rssAtPlan);  // before step 1: what the steps' peak grows from
   metrics_->write(record);
 }
 

@@ -101,7 +101,7 @@ class MemoryPlanTest(mbtest.TempDirTestCase):
         auto = self.path("auto")
         r = self.train("demo.yaml", series, auto, common + ["train.micro_batch=auto"], np_=2)
         self.assertIn("micro batch auto per rank", r.output)
-        found = re.search(r"train.micro_batch = auto: rank 0 tried 32: [0-9.]+ [KM]iB \(does not fit\), "
+        found = re.search(r"train.micro_batch = auto: rank 0 tried 32: stopped at the budget \(does not fit\), "
                           r"[^;]*\(fits\)[^;]* in [0-9.]+ s; every rank runs micro batch ([0-9]+), ([0-9]+) per step", r.output)
         self.assertIsNotNone(found, r.output)
         chosen, per_step = int(found.group(1)), int(found.group(2))

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <optional>
 
 #include "train/MicroBatchSearch.h"
 
@@ -13,10 +12,16 @@ namespace {
 constexpr std::int64_t kMiB = 1 << 20;
 
 // Activations affine in the size: `constant` + `perSample` x size.
+TrialOutcome measured(std::int64_t bytes) {
+  TrialOutcome outcome;
+  outcome.variableBytes = bytes;
+  return outcome;
+}
+
 MeasureMicroBatch affine(std::int64_t constant, std::int64_t perSample, int* calls = nullptr) {
-  return [=](std::int64_t size) -> std::optional<std::int64_t> {
+  return [=](std::int64_t size) {
     if (calls != nullptr) ++*calls;
-    return constant + perSample * size;
+    return measured(constant + perSample * size);
   };
 }
 
@@ -24,9 +29,11 @@ MeasureMicroBatch affine(std::int64_t constant, std::int64_t perSample, int* cal
 std::int64_t largestFitting(std::int64_t largest, std::int64_t fixed, std::int64_t budget,
                             const MeasureMicroBatch& measure) {
   std::int64_t best = 0;
-  for (std::int64_t size = 1; size <= largest; ++size)
-    if (fixed + (1.0 + kActivationMargin) * static_cast<double>(*measure(size)) <= budget)
+  for (std::int64_t size = 1; size <= largest; ++size) {
+    const std::int64_t bytes = measure(size).variableBytes;
+    if (bytes >= 0 && fixed + (1.0 + kActivationMargin) * static_cast<double>(bytes) <= budget)
       best = size;
+  }
   return best;
 }
 
@@ -53,13 +60,14 @@ TEST(MicroBatchSearch, FindsTheLargestFittingSizeInFewTrialsThenBalancesIt) {
 
 TEST(MicroBatchSearch, ASizeThatRanOutOfMemoryDoesNotFitAndTheSearchGoesOn) {
   // Memory says 200 fit, but every size above 50 runs out for real.
-  const MeasureMicroBatch measure = [](std::int64_t size) -> std::optional<std::int64_t> {
-    if (size > 50) return std::nullopt;
-    return size * 1024;
+  const MeasureMicroBatch measure = [](std::int64_t size) {
+    TrialOutcome outcome = measured(size * 1024);
+    if (size > 50) outcome = {-1, /*ranOut=*/true, false};
+    return outcome;
   };
   const MicroBatchChoice choice = searchMicroBatch(256, 0, 200 * 1024 * 2, measure);
   ASSERT_GE(choice.trials.size(), 2u);
-  EXPECT_EQ(choice.trials[0].variableBytes, -1);
+  EXPECT_TRUE(choice.trials[0].outcome.ranOut);
   EXPECT_FALSE(choice.trials[0].fits);
   std::int64_t largestFit = 0;
   for (const auto& trial : choice.trials)
@@ -68,6 +76,23 @@ TEST(MicroBatchSearch, ASizeThatRanOutOfMemoryDoesNotFitAndTheSearchGoesOn) {
   EXPECT_LE(largestFit, 50);
   EXPECT_EQ(choice.microBatch, balancedMicroBatch(256, largestFit));
   EXPECT_NE(choice.describeTrials().find("ran out of memory"), std::string::npos);
+}
+
+// On the CPU a trial past the budget is stopped at it: no measure, but no real failure either,
+// so the search still estimates from the sizes it could measure.
+TEST(MicroBatchSearch, ATrialStoppedAtTheBudgetIsBisectedThenEstimated) {
+  const std::int64_t room = 40 * kMiB;
+  const MeasureMicroBatch capped = [&](std::int64_t size) {
+    const std::int64_t bytes = kMiB + size * kMiB / 2;
+    TrialOutcome outcome = measured(bytes);
+    if (bytes > room) outcome = {-1, false, /*overCap=*/true};
+    return outcome;
+  };
+  const MicroBatchChoice choice = searchMicroBatch(512, 0, room, capped);
+  const std::int64_t best = largestFitting(512, 0, room, capped);
+  EXPECT_EQ(choice.microBatch, balancedMicroBatch(512, best)) << choice.describeTrials();
+  EXPECT_LE(choice.trials.size(), 7u) << choice.describeTrials();
+  EXPECT_NE(choice.describeTrials().find("stopped at the budget"), std::string::npos);
 }
 
 TEST(MicroBatchSearch, NothingFitsWhenTheFixedPartFillsTheBudget) {
@@ -85,8 +110,8 @@ TEST(MicroBatchSearch, NotEvenOneSampleFits) {
 
 TEST(MicroBatchSearch, NeverTriesMoreThanItsLimit) {
   // Memory that jumps about: no estimate holds, the search still ends.
-  const MeasureMicroBatch erratic = [](std::int64_t size) -> std::optional<std::int64_t> {
-    return (size % 7 + 1) * size * 1024;
+  const MeasureMicroBatch erratic = [](std::int64_t size) {
+    return measured((size % 7 + 1) * size * 1024);
   };
   const MicroBatchChoice choice = searchMicroBatch(1000, 0, 500 * 1024, erratic);
   EXPECT_LE(static_cast<int>(choice.trials.size()), kMaxTrials);
