@@ -159,6 +159,9 @@ struct TrainConfig {
   // Per rank; 0 = global_batch / world size (no accumulation); kAutoMicroBatch = auto (Note
   // [Automatic micro-batch]).
   std::int64_t microBatch = 0;
+  // Not a key: the size train.micro_batch: auto chose at the start, halved when a step runs out
+  // of memory (Note [Automatic micro-batch], Note [A step that runs out of memory is redone]).
+  std::int64_t autoMicroBatch = 0;
   std::int64_t maxSteps = 0;  // 0 = run `epochs` epochs
   std::int64_t epochs = 1;
   Precision precision = Precision::kFp32;

@@ -13,6 +13,7 @@
 
 #include "common/Error.h"
 #include "common/Log.h"
+#include "common/OutOfMemory.h"
 #include "common/Strings.h"
 
 namespace mb::dist {
@@ -227,7 +228,13 @@ void GradientReducer::Impl::onGradReady(std::size_t slotIndex) {
 
 void GradientReducer::Impl::launchReady(bool fromHook) {
   while (nextToLaunch < buckets.size() && buckets[nextToLaunch].pending == 0) {
-    launch(buckets[nextToLaunch++]);
+    // Names the launch for an out-of-memory message (the transport copy allocates), and is where
+    // MEGABATCH_FAULT_OOM=RANK:sending grad bucket 2 fails a backward with a bucket in flight
+    // (Note [A step that runs out of memory is redone]). Before nextToLaunch moves: a bucket
+    // whose launch failed is launched again by finishGradients().
+    MemoryPhase phase("sending " + buckets[nextToLaunch].label);
+    launch(buckets[nextToLaunch]);
+    ++nextToLaunch;
     ++(fromHook ? stats.launchedDuringBackward : stats.launchedAtFinish);
   }
 }

@@ -41,27 +41,20 @@ std::int64_t batchBytes(const data::Batch& batch) {
 }
 
 // The model's buffers (BatchNorm statistics of a TorchScript model move in a forward in train
-// mode) and the default CPU generator's state (dropout), put back when the trial ends.
+// mode) and the RNG state (dropout), put back when the trial ends.
 class TrialRestorer {
  public:
   TrialRestorer(model::Model& model, c10::Device device)
-      : model_(model), device_(device), training_(model.is_training()) {
+      : model_(model), rng_(device), training_(model.is_training()) {
     for (const auto& buffer : model.buffers())
       buffers_.push_back(buffer.clone());
-    if (device_.is_cuda()) deviceRng_ = deviceRngState(device_);
-    at::Generator cpu = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(cpu.mutex());
-    rng_ = cpu.get_state();
   }
   ~TrialRestorer() {
     at::NoGradGuard noGrad;
     std::size_t i = 0;
     for (auto& buffer : model_.buffers())
       if (i < buffers_.size()) buffer.copy_(buffers_[i++]);
-    at::Generator cpu = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(cpu.mutex());
-    cpu.set_state(rng_);
-    if (deviceRng_.defined()) setDeviceRngState(device_, deviceRng_);
+    rng_.restore();
     model_.train(training_);
   }
   TrialRestorer(const TrialRestorer&) = delete;
@@ -69,11 +62,9 @@ class TrialRestorer {
 
  private:
   model::Model& model_;
-  c10::Device device_;
+  RngSnapshot rng_;
   bool training_;
   std::vector<at::Tensor> buffers_;
-  at::Tensor rng_;
-  at::Tensor deviceRng_;
 };
 
 // Counts the bytes the trial allocates on its device: the CPU allocator's (CpuAllocationScope)
@@ -117,6 +108,22 @@ at::Tensor deviceRngState(c10::Device) {
 }
 void setDeviceRngState(c10::Device, const at::Tensor&) {}
 #endif
+
+RngSnapshot::RngSnapshot(c10::Device device) : device_(device) {
+  if (device_.is_cuda()) deviceState_ = deviceRngState(device_);
+  at::Generator cpu = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(cpu.mutex());
+  cpu_ = cpu.get_state();
+}
+
+void RngSnapshot::restore() const {
+  at::Generator cpu = at::detail::getDefaultCPUGenerator();
+  {
+    std::lock_guard<std::mutex> lock(cpu.mutex());
+    cpu.set_state(cpu_);
+  }
+  if (deviceState_.defined()) setDeviceRngState(device_, deviceState_);
+}
 
 std::int64_t MemoryPlan::fixedBytes() const {
   return parameters + gradients + optimizer + data;

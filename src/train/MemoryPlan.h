@@ -76,6 +76,20 @@ void measureTrialStep(const TrialStep& trial, const data::Batch& batch, MemoryPl
 // The per-rank budget (Note [Memory plan]); `ranksOnNode` share the host's memory.
 void setMemoryBudget(MemoryPlan& plan, double budgetMb, c10::Device device, int ranksOnNode);
 
+// The default CPU generator's state, and on CUDA the device's, put back by restore(): a trial
+// step (Note [Memory plan]) and a step run again (Note [A step that runs out of memory is
+// redone]) draw the same random numbers as the step that was not tried.
+class RngSnapshot {
+ public:
+  explicit RngSnapshot(c10::Device device);
+  void restore() const;
+
+ private:
+  c10::Device device_;
+  at::Tensor cpu_;
+  at::Tensor deviceState_;
+};
+
 // CUDA: resets the peak statistics of `device`; the bytes allocated now / at peak since. Both
 // -1 without CUDA (MemoryPlanCuda.cpp).
 void resetDevicePeak(c10::Device device);

@@ -39,6 +39,7 @@
 #include "train/StepChecks.h"
 #include "train/StepPhases.h"
 #include "train/StepProfiler.h"
+#include "train/StepRedo.h"
 #include "train/TrainLog.h"
 
 namespace mb::train {
@@ -59,9 +60,9 @@ dist::Communicator& Trainer::control() const {
 }
 
 std::int64_t Trainer::microBatch() const {
-  return config_.train.microBatch > 0
-             ? config_.train.microBatch
-             : (config_.train.globalBatch + runtime_.size() - 1) / runtime_.size();
+  if (config_.train.microBatch > 0) return config_.train.microBatch;
+  if (config_.train.autoMicroBatch > 0) return config_.train.autoMicroBatch;
+  return (config_.train.globalBatch + runtime_.size() - 1) / runtime_.size();
 }
 
 double Trainer::nextStepLr() const {
@@ -191,45 +192,22 @@ RunOutcome Trainer::run() {
 
 Trainer::StepResult Trainer::trainStep() {
   const std::int64_t batch = state_.batchInEpoch;
-  const std::int64_t local = data_->localCount(batch);
-  const std::int64_t global = data_->globalCount(batch);
   // Note: the loss is divided by the GLOBAL count, so summed gradients are the global mean.
-  const double normalizer =
-      static_cast<double>(global) * static_cast<double>(model_->termsPerSample());
-  const std::int64_t microSize = microBatch();
-  const std::int64_t microSteps = (local + microSize - 1) / microSize;
+  const double normalizer = static_cast<double>(data_->globalCount(batch)) *
+                            static_cast<double>(model_->termsPerSample());
   StepResult result;
-  result.samples = global;
-  model_->train();
-  at::Tensor lossSum = at::zeros({}, at::TensorOptions().device(device_).dtype(at::kFloat));
-  phases_->start();
-  if (microSteps == 0) reducer_->prepareForBackward(true);  // contribute zero gradients
-  WorkProgress slowStep(slowStepProgress(state_.step + 1, microSteps));
-  for (std::int64_t m = 0; m < microSteps; ++m) {
-    const std::int64_t begin = m * microSize;
-    const std::int64_t end = std::min(local, begin + microSize);
-    reducer_->prepareForBackward(m == microSteps - 1);
-    data::Batch micro = data_->trainBatch(batch, begin, end, at::kFloat);
-    phases_->mark(Phase::kData);
-    at::Tensor part;
-    {
-      AutocastScope autocast(device_.type(), precision_);
-      at::Tensor output = model_->forward(micro);
-      part = model_->lossSum(output, micro).to(at::kFloat);
-    }
-    if (dist::trainingFaults().nanLossAt(state_.step + 1, runtime_.rank()))
-      part = part * std::numeric_limits<float>::quiet_NaN();  // a test hook (FaultInjection.h)
-    scaler_->scaleLoss(part / normalizer).backward();         // Note [Loss scaling]
-    lossSum += part.detach();
-    dist::maybeSlowMicroBatch(runtime_.rank());
-    phases_->mark(Phase::kForwardBackward);
-    dist::Watchdog::instance().progress();
-    slowStep.update(m + 1);
+  result.samples = data_->globalCount(batch);
+  at::Tensor lossSum;
+  // Note [A step that runs out of memory is redone]
+  const StepRedo redo(config_.train.autoMicroBatch > 0, device_);
+  for (;;) {
+    const bool ranOut = accumulateGradients(normalizer, redo, lossSum);
+    const int rankThatRanOut = redo.rankThatRanOut(control(), ranOut, runtime_.rank());
+    if (rankThatRanOut < 0) break;
+    optimizer_->zeroGrad();
+    redo.rewind();
+    halveMicroBatchAfterOutOfMemory(rankThatRanOut);
   }
-  slowStep.finish();
-  reducer_->finishGradients();
-  phases_->mark(Phase::kCommunication);
-
   // Gradients are identical on every rank now, so every rank takes the same decision.
   std::vector<at::Tensor> grads;
   for (const auto& p : model_->parameters()) {
@@ -274,6 +252,81 @@ Trainer::StepResult Trainer::trainStep() {
   phases_->mark(Phase::kOptimizer);
   result.loss = lossSum / normalizer;
   return result;
+}
+
+// This rank's micro-batches of the step: forward and backward of each, gradients accumulated,
+// then reduced over the ranks (finishGradients). True when this rank ran out of memory and
+// `redo` catches it: the loop ends early, and finishGradients still sends every bucket.
+bool Trainer::accumulateGradients(double normalizer, const StepRedo& redo, at::Tensor& lossSum) {
+  const std::int64_t batch = state_.batchInEpoch;
+  const std::int64_t local = data_->localCount(batch);
+  const std::int64_t microSize = microBatch();
+  const std::int64_t microSteps = (local + microSize - 1) / microSize;
+  model_->train();
+  lossSum = at::zeros({}, at::TensorOptions().device(device_).dtype(at::kFloat));
+  phases_->start();
+  if (microSteps == 0) reducer_->prepareForBackward(true);  // contribute zero gradients
+  WorkProgress slowStep(slowStepProgress(state_.step + 1, microSteps));
+  bool ranOut = false;
+  for (std::int64_t m = 0; m < microSteps && !ranOut; ++m) {
+    const std::int64_t begin = m * microSize;
+    const std::int64_t end = std::min(local, begin + microSize);
+    try {
+      reducer_->prepareForBackward(m == microSteps - 1);
+      data::Batch micro = data_->trainBatch(batch, begin, end, at::kFloat);
+      phases_->mark(Phase::kData);
+      at::Tensor part;
+      {
+        // Names the forward for an out-of-memory message (and MEGABATCH_FAULT_OOM's tests).
+        MemoryPhase forward(fmt::format("running the forward of micro-batch {}/{} in step {}",
+                                        m + 1, microSteps, state_.step + 1));
+        AutocastScope autocast(device_.type(), precision_);
+        at::Tensor output = model_->forward(micro);
+        part = model_->lossSum(output, micro).to(at::kFloat);
+      }
+      if (dist::trainingFaults().nanLossAt(state_.step + 1, runtime_.rank()))
+        part = part * std::numeric_limits<float>::quiet_NaN();  // a test hook (FaultInjection.h)
+      scaler_->scaleLoss(part / normalizer).backward();         // Note [Loss scaling]
+      lossSum += part.detach();
+    } catch (const std::exception& e) {
+      const std::optional<OutOfMemory> oom = asOutOfMemory(e);
+      if (!oom || !redo.catches(microSize)) throw;
+      trainLog().warn("rank {} ran out of {} memory in {} (micro-batch {} of {}, size {}): {}",
+                      runtime_.rank(), oom->device, takeFailedPhase(), m + 1, microSteps, microSize,
+                      oom->requestedBytes < 0
+                          ? std::string("the allocator did not say how much it was asked for")
+                          : "an allocation of " +
+                                str::humanBytes(static_cast<double>(oom->requestedBytes)) +
+                                " failed");
+      ranOut = true;
+    }
+    dist::maybeSlowMicroBatch(runtime_.rank());
+    phases_->mark(Phase::kForwardBackward);
+    dist::Watchdog::instance().progress();
+    slowStep.update(m + 1);
+  }
+  slowStep.finish();
+  reducer_->finishGradients();
+  phases_->mark(Phase::kCommunication);
+  return ranOut;
+}
+
+// Every rank, after some rank ran out of memory in this step under train.micro_batch: auto.
+void Trainer::halveMicroBatchAfterOutOfMemory(int rankThatRanOut) {
+  const std::int64_t before = microBatch();
+  config_.train.autoMicroBatch = std::max<std::int64_t>(1, before / 2);
+  trainLog().warn(
+      "rank {} ran out of memory in training step {} at micro batch {}: every rank runs the "
+      "step again at micro batch {} (train.micro_batch: auto; train.global_batch stays {})",
+      rankThatRanOut, state_.step + 1, before, microBatch(), config_.train.globalBatch);
+  if (!metrics_) return;
+  JsonRecord record;
+  record.add("event", "oom_redo")
+      .add("step", state_.step + 1)
+      .add("rank", static_cast<std::int64_t>(rankThatRanOut))
+      .add("micro_batch_before", before)
+      .add("micro_batch", microBatch());
+  metrics_->write(record);
 }
 
 // A step that runs longer than kSlowStepSeconds says so, with its micro-batches done so far,

@@ -41,6 +41,7 @@ class CheckpointDirectory;
 class LossScaler;
 class MetricsWriter;
 class Optimizer;
+class StepRedo;
 class PaceWatch;
 class PhaseClock;
 class Schedule;
@@ -82,6 +83,8 @@ class Trainer {
   void planMemory(std::int64_t rssAtStart);  // Note [Memory plan]
 
   StepResult trainStep();
+  bool accumulateGradients(double normalizer, const StepRedo& redo, at::Tensor& lossSum);
+  void halveMicroBatchAfterOutOfMemory(int rankThatRanOut);
   // A step longer than this writes progress lines (its micro-batches done so far).
   static constexpr double kSlowStepSeconds = 60;
   WorkProgress::Options slowStepProgress(std::int64_t step, std::int64_t microSteps) const;

@@ -359,7 +359,7 @@ void Trainer::planMemory(std::int64_t rssAtStart) {
   });
   if (automatic) {
     const std::int64_t share = plan.microBatch;
-    config_.train.microBatch = agreeOnMicroBatch(control(), choice, planAt, plan);
+    config_.train.autoMicroBatch = agreeOnMicroBatch(control(), choice, planAt, plan);
     const std::int64_t steps = (share + plan.microBatch - 1) / plan.microBatch;
     std::string tried = choice.trials.empty()
                             ? "nothing tried here (" +

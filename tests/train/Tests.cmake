@@ -63,7 +63,9 @@ foreach(case OneRankTest.test_every_training_phase_ends_with_a_message
              OneRankTest.test_sample_ends_with_a_message
              OneRankTest.test_a_model_too_big_for_the_address_space_as_a_user_meets_it
              TwoRanksTest.test_every_phase_ends_every_rank_well_within_the_timeout
-             TwoRanksTest.test_checkpoint_assembly_keeps_the_last_checkpoint)
+             TwoRanksTest.test_checkpoint_assembly_keeps_the_last_checkpoint
+             AutoRedoTest.test_a_step_that_runs_out_in_the_forward_or_the_backward_is_redone_at_half
+             AutoRedoTest.test_without_auto_the_same_fault_ends_every_rank)
   string(REGEX REPLACE "^[A-Za-z]+\\.test_" "" short ${case})
   mb_add_python_test(train.oom.${short} train/test_out_of_memory.py ARGS ${case} TIMEOUT 300)
 endforeach()
