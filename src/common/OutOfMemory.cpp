@@ -87,6 +87,9 @@ std::string oomRemediesFor(const std::string& phase) {
   const std::string batch =
       "a smaller train.micro_batch, or train.micro_batch: auto to find the largest that fits "
       "(train.global_batch stays: gradient accumulation makes up the rest)";
+  const std::string recompute =
+      "train.recompute: blocks (a gpt's transformer blocks are run again in the backward pass "
+      "instead of keeping their activations)";
   const std::string precision = "train.precision: bf16 or fp16 (half the activation memory)";
   const std::string data =
       "data.residency: stream, or more ranks (each holds 1/N of the data), frees the memory "
@@ -104,7 +107,7 @@ std::string oomRemediesFor(const std::string& phase) {
            data;
   if (phase.find("export") != std::string::npos || phase.find("sampling") != std::string::npos)
     return "run it where the model fits in memory (the model alone must fit)";
-  return "(1) " + batch + "; (2) " + precision + "; (3) " + data;
+  return "(1) " + batch + "; (2) " + recompute + "; (3) " + precision + "; (4) " + data;
 }
 
 }  // namespace

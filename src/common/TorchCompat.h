@@ -61,6 +61,15 @@ inline bool autocastEnabled(c10::DeviceType device) {
 #endif
 }
 
+inline at::ScalarType autocastDtype(c10::DeviceType device) {
+#if MB_TORCH_VERSION_AT_LEAST(2, 4)
+  return at::autocast::get_autocast_dtype(device);
+#else
+  return device == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype()
+                                         : at::autocast::get_autocast_cpu_dtype();
+#endif
+}
+
 // Autocast caches casted weights for the duration of a forward; clear it after each step so
 // updated fp32 master weights are re-cast.
 inline void clearAutocastCache() {

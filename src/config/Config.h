@@ -21,6 +21,8 @@ enum class Precision { kFp32, kBf16, kFp16, kAuto };
 enum class DeviceKind { kAuto, kCpu, kCuda };
 // When the host reads a step's gradient norm (Note [Step checks] in train/Trainer.cpp).
 enum class HostSync { kAuto, kStep, kLog };
+// train.recompute (Note [Activation recomputation] in model/Recompute.h).
+enum class RecomputeMode { kNone, kBlocks, kFull };
 enum class Task { kRegression, kClassification };
 enum class LossKind { kAuto, kMse, kHuber, kCrossEntropy };
 enum class OptimizerKind { kAdamW, kAdam, kSgd };
@@ -177,9 +179,11 @@ struct TrainConfig {
   // MiB: warn when the resident set size (RSS) of the process grows by more than this during
   // an epoch. RSS is host memory, also on CUDA: device memory is not counted.
   double memoryGrowthWarnMb = 256;
-  bool memoryPlan = true;     // a trial step measures the memory plan before step 1
-  double memoryBudgetMb = 0;  // per rank; 0 = 90% of the device's or the host's share
-  double gpuUtilWarn = 70;    // CUDA: warn when GPU utilisation stays below (%); 0 = off
+  RecomputeMode recompute = RecomputeMode::kNone;
+  std::int64_t recomputeEvery = 1;  // blocks: every Nth segment (1 = all)
+  bool memoryPlan = true;           // a trial step measures the memory plan before step 1
+  double memoryBudgetMb = 0;        // per rank; 0 = 90% of the device's or the host's share
+  double gpuUtilWarn = 70;          // CUDA: warn when GPU utilisation stays below (%); 0 = off
   EarlyStoppingConfig earlyStopping;
 };
 

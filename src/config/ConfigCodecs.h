@@ -43,6 +43,8 @@ MB_ENUM_TABLE(Precision, {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"},
               {Precision::kFp16, "fp16"}, {Precision::kAuto, "auto"})
 MB_ENUM_TABLE(DeviceKind, {DeviceKind::kAuto, "auto"}, {DeviceKind::kCpu, "cpu"},
               {DeviceKind::kCuda, "cuda"})
+MB_ENUM_TABLE(RecomputeMode, {RecomputeMode::kNone, "none"}, {RecomputeMode::kBlocks, "blocks"},
+              {RecomputeMode::kFull, "full"})
 MB_ENUM_TABLE(HostSync, {HostSync::kAuto, "auto"}, {HostSync::kStep, "step"},
               {HostSync::kLog, "log"})
 MB_ENUM_TABLE(Task, {Task::kRegression, "regression"}, {Task::kClassification, "classification"})

@@ -258,6 +258,13 @@ std::vector<ConfigField> buildFields() {
                "device; bad steps are counted at log steps), auto (step on CPU, log on CUDA)"),
       MB_FIELD("train.threads", train.threads,
                "CPU threads per rank; 0 = cores / ranks on the node", {"num_threads"}),
+      MB_FIELD("train.recompute", train.recompute,
+               "recompute activations in the backward pass instead of keeping them: none, "
+               "blocks (every train.recompute_every-th segment: a transformer block) or full "
+               "(every segment); less memory for more time (docs/operations.md)",
+               {"gradient_checkpointing", "activation_checkpointing"}),
+      MB_FIELD("train.recompute_every", train.recomputeEvery,
+               "train.recompute = blocks: recompute segments 0, N, 2N, ... (1 = every one)"),
       MB_FIELD("train.memory_plan", train.memoryPlan,
                "measure the memory a rank needs with a trial step before step 1, and log it "
                "(docs/operations.md, Memory plan)"),
@@ -377,6 +384,9 @@ std::string toString(DeviceKind value) {
   return enumName(value);
 }
 std::string toString(HostSync value) {
+  return enumName(value);
+}
+std::string toString(RecomputeMode value) {
   return enumName(value);
 }
 std::string toString(Task value) {

@@ -53,6 +53,7 @@ std::string toString(DType value);
 std::string toString(Precision value);
 std::string toString(DeviceKind value);
 std::string toString(HostSync value);
+std::string toString(RecomputeMode value);
 std::string toString(Task value);
 std::string toString(LossKind value);
 std::string toString(OptimizerKind value);

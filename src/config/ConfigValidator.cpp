@@ -266,6 +266,7 @@ std::vector<Rule> buildRules() {
       classWeightsSupported,
       minimum("train.global_batch", MB_GET(train.globalBatch), 1),
       microBatchIsCountOrAuto,
+      minimum("train.recompute_every", MB_GET(train.recomputeEvery), 1),
       minimum("train.memory_budget_mb", MB_GET(train.memoryBudgetMb), 0.0),
       microBatchFitsGlobal,
       minimum("train.max_steps", MB_GET(train.maxSteps), 0),

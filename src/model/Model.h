@@ -94,6 +94,18 @@ class EpochCache {
   virtual void forget() = 0;
 };
 
+// Capability: a forward pass in segments that train.recompute runs again in the backward pass
+// instead of keeping their activations (Note [Activation recomputation] in model/Recompute.h).
+// (kind: gpt)
+class Recomputable {
+ public:
+  virtual ~Recomputable() = default;
+  // Recompute segments 0, every, 2 x every, ...; 0: none.
+  virtual void setRecomputeEvery(std::int64_t every) = 0;
+  virtual std::int64_t segmentCount() const = 0;
+  virtual std::string segmentName() const = 0;  // "transformer blocks"
+};
+
 // The capability C of `model`, or null when its kind has none.
 template <class C>
 C* capability(Model& model) {

@@ -168,6 +168,39 @@ std::optional<CheckpointContent> Trainer::findResumePoint() {
   return resumed;
 }
 
+namespace {
+
+// train.recompute for the model just built (Note [Activation recomputation]); ConfigError for a
+// kind that cannot take it.
+void applyRecompute(const TrainConfig& train, model::Model& model) {
+  if (train.recompute == RecomputeMode::kNone) return;
+  const std::string mode = "train.recompute = " + toString(train.recompute);
+  if (auto* segments = model::capability<model::Recomputable>(model)) {
+    const std::int64_t every = train.recompute == RecomputeMode::kFull ? 1 : train.recomputeEvery;
+    segments->setRecomputeEvery(every);
+    const std::int64_t count = segments->segmentCount();
+    trainLog().info(
+        "{}: {} of {} {} run again in the backward pass instead of keeping their activations", mode,
+        (count + every - 1) / every, count, segments->segmentName());
+    return;
+  }
+  if (model.kind() == "mlp") {
+    trainLog().info("{}: an mlp has no segments worth recomputing; nothing changes", mode);
+    return;
+  }
+  if (model.kind() == "torchscript")
+    throw ConfigError(mode +
+                          " cannot apply to a TorchScript model: its forward is one call "
+                          "megabatch cannot cut into segments",
+                      "set train.recompute: none, or checkpoint inside the model before scripting "
+                      "it (torch.utils.checkpoint)");
+  throw ConfigError(mode + " is not available for model.kind = " + model.kind() +
+                        " yet: only the gpt's transformer blocks are recomputed so far",
+                    "set train.recompute: none");
+}
+
+}  // namespace
+
 void Trainer::buildModelAndOptimizer() {
   // A model may be read from a file (model.kind = torchscript): every rank stops alike.
   dist::agreed(control(), "building the model", [&] {
@@ -175,6 +208,7 @@ void Trainer::buildModelAndOptimizer() {
     model_ = model::buildModel(config_.model, data_->info(),
                                static_cast<std::uint64_t>(config_.train.seed));
     model_->to(device_);
+    applyRecompute(config_.train, *model_);
   });
   NamedTensors parameters;
   std::vector<at::Tensor> tensors;
@@ -276,8 +310,8 @@ std::int64_t agreeOnMicroBatch(dist::Communicator& control, const MicroBatchChoi
               "take " +
               str::humanBytes(static_cast<double>(plan.fixedBytes())) +
               "; trials: " + choice.describeTrials(),
-          "raise train.memory_budget_mb, use train.precision bf16 or fp16, data.residency: "
-          "stream, or more ranks");
+          "raise train.memory_budget_mb, or use train.recompute: blocks (gpt), train.precision "
+          "bf16 or fp16, data.residency: stream, or more ranks");
     if (!choice.trials.empty()) plan = planAt(agreed);
   });
   plan.microBatch = agreed;

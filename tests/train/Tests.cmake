@@ -70,6 +70,15 @@ foreach(case OneRankTest.test_every_training_phase_ends_with_a_message
   mb_add_python_test(train.oom.${short} train/test_out_of_memory.py ARGS ${case} TIMEOUT 300)
 endforeach()
 
+# Activation recomputation (issue 37), one CTest entry per test.
+foreach(case gpt_blocks_give_the_same_gradients_bit_for_bit_on_two_ranks
+             a_run_resumes_across_the_setting_both_ways
+             a_micro_batch_that_fits_only_with_recomputation
+             kinds_without_segments_say_what_happens)
+  mb_add_python_test(train.recompute.${case} train/test_recompute.py
+                     ARGS RecomputeTest.test_${case} TIMEOUT 300)
+endforeach()
+
 # The memory plan (issue 36 item 1), one CTest entry per test.
 foreach(case a_run_with_the_plan_equals_one_without_bit_for_bit
              the_plan_is_logged_and_recorded_by_the_neediest_of_two_ranks

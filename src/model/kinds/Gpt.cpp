@@ -9,6 +9,7 @@
 
 #include "common/Error.h"
 #include "common/TorchCompat.h"
+#include "model/Recompute.h"
 
 namespace mb::model {
 namespace detail {
@@ -155,7 +156,15 @@ at::Tensor Gpt::logits(const at::Tensor& tokens, KvCache* cache) {
   at::Tensor x = transformer_->wte->forward(ids) + transformer_->wpe->forward(positions);
   x = at::dropout(x, options_.dropout, is_training());  // [B, T, C]
   for (std::size_t i = 0; i < transformer_->h.size(); ++i) {
-    x = transformer_->h[i]->forward(x, cache, i);
+    detail::Block block = transformer_->h[i];  // a holder: the segment keeps it alive
+    const bool recompute = recomputeEvery_ > 0 && cache == nullptr &&
+                           static_cast<std::int64_t>(i) % recomputeEvery_ == 0;
+    x = recompute ? recomputed(
+                        [block, i](const at::Tensor& in) mutable {
+                          return block->forward(in, nullptr, i);
+                        },
+                        x)
+                  : block->forward(x, cache, i);
   }
   x = transformer_->ln_f->forward(x);
   if (cache) cache->length += t;

@@ -113,7 +113,7 @@ TORCH_MODULE(Transformer);
 
 }  // namespace detail
 
-class Gpt : public Model {
+class Gpt : public Model, public Recomputable {
  public:
   explicit Gpt(const GptOptions& options);
 
@@ -137,11 +137,17 @@ class Gpt : public Model {
 
   const GptOptions& options() const { return options_; }
 
+  // Recomputable: each transformer block is a segment (Note [Activation recomputation]).
+  void setRecomputeEvery(std::int64_t every) override { recomputeEvery_ = every; }
+  std::int64_t segmentCount() const override { return options_.layers; }
+  std::string segmentName() const override { return "transformer blocks"; }
+
  private:
   void initWeights();
 
   GptOptions options_;
   detail::Transformer transformer_{nullptr};
+  std::int64_t recomputeEvery_ = 0;
 };
 
 GptOptions gptOptions(const ModelConfig& config, const data::DataInfo& info);

@@ -1,0 +1,119 @@
+"""Activation recomputation (issue 37, Note [Activation recomputation] in src/model/Recompute.h):
+with train.recompute the gradients equal a run without it, bit for bit on the CPU in fp32 with
+dropout on, on 2 ranks with small gradient buckets (the reducer's hooks fire inside the
+recomputed backward) and with accumulation; a run resumes across the setting both ways; kinds
+without segments say what happens.
+Usage: test_recompute.py [RecomputeTest[.test_x]]
+"""
+import os
+import re
+import shutil
+import sys
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+import mbtest  # noqa: E402
+
+
+class RecomputeTest(mbtest.TempDirTestCase):
+    def arith(self):
+        path = self.path("arith.h5")
+        if not os.path.exists(path):
+            r = mbtest.run(["data", "arith", "--out", path, "--problems", "2000", "--heldout", "50"], timeout=120)
+            self.assertEqual(r.returncode, 0, repr(r))
+        return path
+
+    def gpt_args(self, run_dir, *extra):
+        return ["train", "--config", mbtest.config_path("arith-gpt.yaml"), "data.path=" + self.arith(),
+                "run.dir=" + run_dir, "train.max_steps=5", "train.eval_every=0", "run.checkpoint_every=5",
+                "train.global_batch=32", "train.micro_batch=8", "model.dropout=0.1", "model.layers=3",
+                "train.threads=1", "run.log_every=1", "run.progress=lines", "data.canonical_shards=4",
+                "dist.first_bucket_mb=0.01", "dist.bucket_mb=0.02"] + list(extra)
+
+    def assert_same_run(self, a, b, what, step=5):
+        self.assertEqual(mbtest.train_losses(a), mbtest.train_losses(b), what)
+        ckpt = os.path.join("checkpoints", "step-%08d.h5" % step)
+        pa = mbtest.checkpoint_params(os.path.join(a, ckpt))
+        pb = mbtest.checkpoint_params(os.path.join(b, ckpt))
+        self.assertEqual(sorted(pa), sorted(pb))
+        for key in pa:
+            np.testing.assert_array_equal(pa[key], pb[key], err_msg="%s: %s" % (what, key))
+
+    def test_gpt_blocks_give_the_same_gradients_bit_for_bit_on_two_ranks(self):
+        plain = self.path("none")
+        r = mbtest.mpirun(2, self.gpt_args(plain), timeout=300)
+        self.assertEqual(r.returncode, 0, repr(r))
+        for setting in (["train.recompute=blocks"], ["train.recompute=blocks", "train.recompute_every=2"],
+                        ["train.recompute=full"]):
+            run_dir = self.path("-".join(setting))
+            r = mbtest.mpirun(2, self.gpt_args(run_dir, *setting), timeout=300)
+            self.assertEqual(r.returncode, 0, repr(r))
+            every = 2 if "train.recompute_every=2" in setting else 1
+            self.assertIn("%s: %d of 3 transformer blocks run again in the backward pass"
+                          % (setting[0].replace("=", " = "), 3 if every == 1 else 2), r.output)
+            self.assert_same_run(plain, run_dir, " ".join(setting))
+            print("%s: 5 steps on 2 ranks equal the run without, bit for bit" % " ".join(setting))
+
+    def test_a_run_resumes_across_the_setting_both_ways(self):
+        """3 steps under one setting, then 2 more resumed under the other, equal 2 more resumed
+        under the same setting, bit for bit (dropout on: a resume restarts the RNG stream the
+        same way in both, so the comparison is between resumes)."""
+        for first, then in (("none", "blocks"), ("blocks", "none")):
+            started = self.path("%s-3-steps" % first)
+            r = mbtest.run(self.gpt_args(started, "train.max_steps=3", "run.checkpoint_every=3",
+                                         "train.recompute=" + first), timeout=300)
+            self.assertEqual(r.returncode, 0, repr(r))
+            same, other = self.path("%s-then-%s" % (first, first)), self.path("%s-then-%s" % (first, then))
+            shutil.copytree(started, same)
+            shutil.copytree(started, other)
+            for run_dir, setting in ((same, first), (other, then)):
+                r = mbtest.run(self.gpt_args(run_dir, "train.recompute=" + setting), timeout=300)
+                self.assertEqual(r.returncode, 0, repr(r))
+                self.assertIn("from step 3", r.output)
+            self.assert_same_run(same, other, "%s, resumed under %s" % (first, then))
+            print("3 steps with train.recompute=%s, resumed with %s: equal to resuming with %s, bit for bit"
+                  % (first, then, first))
+
+    def test_a_micro_batch_that_fits_only_with_recomputation(self):
+        """Under a 35 MiB budget, train.micro_batch: auto finds no size for this GPT without
+        recomputation (exit 1, the message names train.recompute) and trains with it."""
+        args = ["train", "--config", mbtest.config_path("arith-gpt.yaml"), "data.path=" + self.arith(),
+                "model.hidden=128", "model.layers=6", "model.heads=4", "data.context=256",
+                "data.canonical_shards=4", "train.global_batch=8", "train.max_steps=2", "train.eval_every=0",
+                "train.threads=1", "run.progress=lines", "train.micro_batch=auto", "train.memory_budget_mb=35"]
+        r = mbtest.run(args + ["run.dir=" + self.path("none")], timeout=300)
+        self.assertEqual(r.returncode, 1, repr(r))
+        self.assertIn("not even a micro-batch of 1 sample fits", r.output)
+        self.assertIn("train.recompute: blocks", r.output)
+        self.assertFalse(mbtest.crash_signs(r.output), repr(r))
+        r = mbtest.run(args + ["run.dir=" + self.path("blocks"), "train.recompute=blocks"], timeout=300)
+        self.assertEqual(r.returncode, 0, repr(r))
+        found = re.search(r"every rank runs micro batch ([0-9]+)", r.output)
+        self.assertIsNotNone(found, r.output)
+        self.assertGreaterEqual(int(found.group(1)), 1)
+        self.assertNotIn("exceeds its budget", r.output)
+        print("35 MiB budget: no micro-batch without recomputation; micro batch %s with blocks" % found.group(1))
+
+    def test_kinds_without_segments_say_what_happens(self):
+        series = self.path("series.h5")
+        r = mbtest.run(["data", "synth-series", "--out", series, "--rows", "5000", "--features", "3",
+                        "--streams", "m1:1,m5:5", "--seed", "3"], timeout=120)
+        self.assertEqual(r.returncode, 0, repr(r))
+        common = ["train", "--config", mbtest.config_path("demo.yaml"), "data.path=" + series,
+                  "data.streams=[{name: m1, window: 8}, {name: m5, window: 4}]", "train.max_steps=2",
+                  "train.eval_every=0", "train.recompute=blocks", "train.threads=1"]
+        r = mbtest.run(common + ["run.dir=" + self.path("mlp"), "model.kind=mlp"], timeout=120)
+        self.assertEqual(r.returncode, 0, repr(r))
+        self.assertIn("train.recompute = blocks: an mlp has no segments worth recomputing; nothing changes",
+                      r.output)
+        r = mbtest.run(common + ["run.dir=" + self.path("lstm")], timeout=120)
+        self.assertEqual(r.returncode, 2, repr(r))
+        self.assertIn("train.recompute = blocks is not available for model.kind = lstm yet", r.output)
+        self.assertIn("set train.recompute: none", r.output)
+
+
+if __name__ == "__main__":
+    unittest.main()
