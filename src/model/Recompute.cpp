@@ -1,15 +1,16 @@
 #include "model/Recompute.h"
 
 #include <mutex>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/core/Generator.h>
-#include <ATen/core/ivalue.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
-#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/function.h>
 
 #include "common/Error.h"
 #include "common/TorchCompat.h"
@@ -17,14 +18,7 @@
 namespace mb::model {
 namespace {
 
-using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// The segment, kept alive by the autograd graph (a capsule in the context's saved data).
-struct SegmentHolder : torch::CustomClassHolder {
-  explicit SegmentHolder(Segment run) : run(std::move(run)) {}
-  Segment run;
-};
 
 // The default generator of `device` (dropout's): the CPU's, or the CUDA device's (through the
 // context, so this file needs no CUDA headers).
@@ -64,55 +58,80 @@ class AutocastReplay {
   at::ScalarType wasDtype_;
 };
 
-struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const Segment* segment) {
-    const c10::DeviceType device = input.device().type();
-    ctx->saved_data["segment"] =
-        c10::IValue::make_capsule(c10::make_intrusive<SegmentHolder>(*segment));
-    ctx->saved_data["rng"] = rngState(input.device());
-    ctx->saved_data["autocast"] = compat::autocastEnabled(device);
-    ctx->saved_data["autocast_dtype"] = static_cast<std::int64_t>(compat::autocastDtype(device));
-    ctx->save_for_backward({input});
-    at::Tensor output = (*segment)(input);  // grad mode is off here: nothing inside is kept
-    ctx->saved_data["sizes"] = output.sizes().vec();
-    ctx->saved_data["dtype"] = static_cast<std::int64_t>(output.scalar_type());
-    return output;
+// The backward node of one recomputed segment: its input (detached), and what the first forward
+// pass ran under. A node of its own rather than torch::autograd::Function: it is made whenever
+// grad mode is on, also when the input needs no gradient (the parameters inside still do), and
+// Function::apply trips GCC 14's -Warray-bounds in LibTorch 2.6's header.
+class RecomputeBackward : public torch::autograd::Node {
+ public:
+  RecomputeBackward(Segment segment, const at::Tensor& input)
+      : segment_(std::move(segment)),
+        input_(input.detach()),
+        inputNeedsGrad_(input.requires_grad()),
+        device_(input.device()),
+        rng_(rngState(device_)),
+        autocast_(compat::autocastEnabled(device_.type())),
+        autocastDtype_(compat::autocastDtype(device_.type())) {}
+
+  void recordOutput(const at::Tensor& output) {
+    sizes_ = output.sizes().vec();
+    dtype_ = output.scalar_type();
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list gradOutputs) {
-    const at::Tensor saved = ctx->get_saved_variables()[0];
-    at::Tensor input = saved.detach().requires_grad_(saved.requires_grad());
-    const auto holder = ctx->saved_data["segment"].toCapsule();
-    const Segment& segment = static_cast<SegmentHolder*>(holder.get())->run;
-    const c10::Device device = input.device();
-    const at::Tensor rngNow = rngState(device);  // what later random draws continue from
+  std::string name() const override { return "mb::model::RecomputeBackward"; }
+  void release_variables() override { input_.reset(); }
+
+  variable_list apply(variable_list&& gradOutputs) override {
+    if (!input_.defined())
+      throw RuntimeError("train.recompute: a recomputed segment's backward ran twice",
+                         "do not call backward twice through a recomputed segment");
+    at::Tensor input = input_.detach().requires_grad_(inputNeedsGrad_);
+    const at::Tensor rngNow = rngState(device_);  // what later random draws continue from
     at::Tensor output;
     {
-      setRngState(device, ctx->saved_data["rng"].toTensor());
-      AutocastReplay autocast(
-          device.type(), ctx->saved_data["autocast"].toBool(),
-          static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
+      setRngState(device_, rng_);
+      AutocastReplay autocast(device_.type(), autocast_, autocastDtype_);
       at::AutoGradMode grad(true);
-      output = segment(input);
+      output = segment_(input);
     }
-    setRngState(device, rngNow);
-    if (output.sizes().vec() != ctx->saved_data["sizes"].toIntVector() ||
-        static_cast<std::int64_t>(output.scalar_type()) != ctx->saved_data["dtype"].toInt())
+    setRngState(device_, rngNow);
+    if (output.sizes().vec() != sizes_ || output.scalar_type() != dtype_)
       throw RuntimeError(
-          "train.recompute: a recomputed segment's output differs in shape or dtype "
-          "from its first forward pass",
+          "train.recompute: a recomputed segment's output differs in shape or "
+          "dtype from its first forward pass",
           "set train.recompute: none and report it: the model's segment is not "
           "deterministic in its shapes");
-    torch::autograd::backward({output}, {gradOutputs[0]});
-    return {input.requires_grad() ? input.grad() : at::Tensor(), at::Tensor()};
+    if (gradOutputs[0].defined()) torch::autograd::backward({output}, {gradOutputs[0]});
+    return {inputNeedsGrad_ ? input.grad() : at::Tensor()};
   }
+
+ private:
+  Segment segment_;
+  at::Tensor input_;
+  bool inputNeedsGrad_;
+  c10::Device device_;
+  at::Tensor rng_;
+  bool autocast_;
+  at::ScalarType autocastDtype_;
+  std::vector<std::int64_t> sizes_;
+  at::ScalarType dtype_ = at::kFloat;
 };
 
 }  // namespace
 
 at::Tensor recomputed(const Segment& segment, const at::Tensor& input) {
   if (!c10::GradMode::is_enabled()) return segment(input);
-  return RecomputeFunction::apply(input, &segment);
+  auto node = std::shared_ptr<RecomputeBackward>(new RecomputeBackward(segment, input),
+                                                 torch::autograd::deleteNode);
+  at::Tensor output;
+  {
+    at::AutoGradMode noGrad(false);  // nothing inside the segment is kept
+    output = segment(input);
+  }
+  node->recordOutput(output);
+  node->set_next_edges(torch::autograd::collect_next_edges(input));
+  torch::autograd::create_gradient_edge(output, node);
+  return output;
 }
 
 }  // namespace mb::model

@@ -10,8 +10,9 @@
 //   - parameter gradients accumulate during the recomputed backward, so their AccumulateGrad
 //     hooks (the gradient reducer's bucket launches) fire there, in the segment's usual order.
 // LibTorch has no C++ torch.utils.checkpoint (pytorch issue 52744). This is the reentrant kind:
-// a custom autograd function whose backward calls the autograd engine again on the copy. The
-// segment's input is kept; what the segment computes inside is not.
+// a backward node of its own whose apply() calls the autograd engine again on the copy. The
+// segment's input is kept; what the segment computes inside is not. The node is made whenever
+// grad mode is on, also for an input that needs no gradient: the parameters inside still do.
 // Equality: the recomputed forward runs the same kernels on the same input with the same random
 // numbers, so on the CPU in fp32 the gradients equal a run without recomputation bit for bit
 // (py.train.recompute.*).
