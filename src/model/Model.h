@@ -96,7 +96,7 @@ class EpochCache {
 
 // Capability: a forward pass in segments that train.recompute runs again in the backward pass
 // instead of keeping their activations (Note [Activation recomputation] in model/Recompute.h).
-// (kind: gpt)
+// (kinds: gpt, gnn, gat)
 class Recomputable {
  public:
   virtual ~Recomputable() = default;

@@ -194,9 +194,11 @@ void applyRecompute(const TrainConfig& train, model::Model& model) {
                           "megabatch cannot cut into segments",
                       "set train.recompute: none, or checkpoint inside the model before scripting "
                       "it (torch.utils.checkpoint)");
-  throw ConfigError(mode + " is not available for model.kind = " + model.kind() +
-                        " yet: only the gpt's transformer blocks are recomputed so far",
-                    "set train.recompute: none");
+  throw ConfigError(
+      mode + " is not available for model.kind = " + model.kind() +
+          " yet: the gpt's transformer blocks and the gnn's and gat's layers are recomputed, an "
+          "lstm's time segments not yet",
+      "set train.recompute: none");
 }
 
 }  // namespace

@@ -72,6 +72,7 @@ endforeach()
 
 # Activation recomputation (issue 37), one CTest entry per test.
 foreach(case gpt_blocks_give_the_same_gradients_bit_for_bit_on_two_ranks
+             graph_layers_give_the_same_gradients_bit_for_bit
              a_run_resumes_across_the_setting_both_ways
              a_micro_batch_that_fits_only_with_recomputation
              kinds_without_segments_say_what_happens)

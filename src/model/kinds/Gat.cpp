@@ -9,6 +9,7 @@
 
 #include "common/Error.h"
 #include "common/Strings.h"
+#include "model/Recompute.h"
 #include "model/parts/Heads.h"
 #include "model/parts/RowGather.h"
 
@@ -282,9 +283,15 @@ at::Tensor Gat::forward(const data::Batch& batch) {
                                           input(batch, sector_));  // [2, E]
     at::Tensor src = edges[0], dst = edges[1];
     for (std::size_t i = 0; i < layers_.size(); ++i) {
-      at::Tensor update =
-          at::dropout(at::elu(layers_[i]->forward(h, src, dst, nodes)), dropout_, is_training());
-      h = norms_[i]->forward(h.to(at::kFloat) + update);
+      Segment attend = [layer = layers_[i], norm = norms_[i], src, dst, nodes, dropout = dropout_,
+                        training = is_training()](const at::Tensor& in) mutable {
+        at::Tensor update =
+            at::dropout(at::elu(layer->forward(in, src, dst, nodes)), dropout, training);
+        return norm->forward(in.to(at::kFloat) + update);
+      };
+      const bool recompute =
+          recomputeEvery_ > 0 && static_cast<std::int64_t>(i) % recomputeEvery_ == 0;
+      h = recompute ? recomputed(attend, h) : attend(h);
     }
   }
   at::Tensor out = head_->forward(h);

@@ -79,7 +79,7 @@ class GatConv : public torch::nn::Module {
 
 class TransformerEncoder;  // model.encoder = transformer (Gat.cpp)
 
-class Gat : public Model, public EpochCache {
+class Gat : public Model, public EpochCache, public Recomputable {
  public:
   Gat(const ModelConfig& config, const data::DataInfo& info);
 
@@ -92,6 +92,12 @@ class Gat : public Model, public EpochCache {
   void startEpoch(std::int64_t epoch) override;
   std::vector<std::pair<std::string, double>> statistics() const override;
   void forget() override { graphs_.forget(); }
+
+  // Recomputable: each graph-attention layer (with its ELU, dropout, residual and LayerNorm) is
+  // a segment (Note [Activation recomputation]); the temporal encoder is not.
+  void setRecomputeEvery(std::int64_t every) override { recomputeEvery_ = every; }
+  std::int64_t segmentCount() const override { return static_cast<std::int64_t>(layers_.size()); }
+  std::string segmentName() const override { return "graph-attention layers"; }
 
  private:
   // The batch's input at `index` (undefined when the data has none: index < 0).
@@ -112,6 +118,7 @@ class Gat : public Model, public EpochCache {
   std::vector<torch::nn::LayerNorm> norms_;
   torch::nn::Sequential head_{nullptr};
   PanelGraphCache graphs_;
+  std::int64_t recomputeEvery_ = 0;
 };
 
 // model.kind = gat, for ModelRegistry.cpp.

@@ -7,6 +7,7 @@
 
 #include "common/Error.h"
 #include "common/Log.h"
+#include "model/Recompute.h"
 #include "model/parts/ClassMetrics.h"
 #include "model/parts/Heads.h"
 
@@ -147,11 +148,18 @@ at::Tensor Gnn::forward(const data::Batch& batch) {
   if (!batch.edgeIndex.defined() || !batch.nodeGraph.defined())
     throw RuntimeError("gnn: the batch is not a graph batch (data.layout = graphs gathers them)");
   at::Tensor h = encodeNodes(batch);
-  for (const auto& layer : layers_) {
-    // In place: every layer ends in an op whose backward does not need its output.
-    at::Tensor z = layer->forward(h, batch.edgeIndex, batch.edgeFeatures).relu_();
-    z = at::dropout(z, dropout_, is_training());
-    h = residual_ ? h + z.to(h.scalar_type()) : z;
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    Segment passMessages = [layer = layers_[l], edges = batch.edgeIndex,
+                            edgeFeatures = batch.edgeFeatures, dropout = dropout_,
+                            training = is_training(), residual = residual_](const at::Tensor& in) {
+      // In place: every layer ends in an op whose backward does not need its output.
+      at::Tensor z = layer->forward(in, edges, edgeFeatures).relu_();
+      z = at::dropout(z, dropout, training);
+      return residual ? in + z.to(in.scalar_type()) : z;
+    };
+    const bool recompute =
+        recomputeEvery_ > 0 && static_cast<std::int64_t>(l) % recomputeEvery_ == 0;
+    h = recompute ? recomputed(passMessages, h) : passMessages(h);
   }
   at::Tensor graphs = pool(h, batch.nodeGraph, batch.size());  // [B, hidden]
   return objective_.predictions(head_->forward(graphs));

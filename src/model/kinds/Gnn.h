@@ -41,7 +41,7 @@
 
 namespace mb::model {
 
-class Gnn : public Model, public SplitMetrics {
+class Gnn : public Model, public SplitMetrics, public Recomputable {
  public:
   Gnn(const ModelConfig& config, const data::DataInfo& info);
 
@@ -55,6 +55,12 @@ class Gnn : public Model, public SplitMetrics {
   std::int64_t splitRowWidth() const override;
   at::Tensor splitRows(const at::Tensor& output, const data::Batch& batch) override;
   std::map<std::string, double> splitMetrics(const at::Tensor& rows) const override;
+
+  // Recomputable: each message-passing layer (with its activation, dropout and residual) is a
+  // segment (Note [Activation recomputation]).
+  void setRecomputeEvery(std::int64_t every) override { recomputeEvery_ = every; }
+  std::int64_t segmentCount() const override { return static_cast<std::int64_t>(layers_.size()); }
+  std::string segmentName() const override { return "message-passing layers"; }
 
  private:
   at::Tensor encodeNodes(const data::Batch& batch);  // [N, hidden]
@@ -73,6 +79,7 @@ class Gnn : public Model, public SplitMetrics {
   torch::nn::Linear gate_{nullptr};                  // attention pooling
   torch::nn::Sequential head_{nullptr};
   at::Tensor classWeight_;  // [C] (criterion.weight) or undefined
+  std::int64_t recomputeEvery_ = 0;
 };
 
 // model.kind = gnn, for ModelRegistry.cpp.
