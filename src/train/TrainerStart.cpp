@@ -196,8 +196,8 @@ void applyRecompute(const TrainConfig& train, model::Model& model) {
                       "it (torch.utils.checkpoint)");
   throw ConfigError(
       mode + " is not available for model.kind = " + model.kind() +
-          " yet: the gpt's transformer blocks and the gnn's and gat's layers are recomputed, an "
-          "lstm's time segments not yet",
+          ": megabatch knows no segments of it to recompute (the gpt's transformer blocks, the "
+          "lstm's time segments, and the gnn's and gat's layers are recomputed)",
       "set train.recompute: none");
 }
 

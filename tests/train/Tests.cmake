@@ -75,7 +75,8 @@ foreach(case gpt_blocks_give_the_same_gradients_bit_for_bit_on_two_ranks
              graph_layers_give_the_same_gradients_bit_for_bit
              a_run_resumes_across_the_setting_both_ways
              a_micro_batch_that_fits_only_with_recomputation
-             kinds_without_segments_say_what_happens)
+             kinds_without_segments_say_what_happens
+             lstm_time_segments_train_like_the_run_without)
   mb_add_python_test(train.recompute.${case} train/test_recompute.py
                      ARGS RecomputeTest.test_${case} TIMEOUT 300)
 endforeach()

@@ -1,8 +1,14 @@
-// lstm: shapes and heads, stateful lanes (Note [Stateful lanes] in Lstm.h), bf16 autocast. On
-// test::device() (Note [Test device]).
+// lstm: shapes and heads, stateful lanes (Note [Stateful lanes] in Lstm.h), bf16 autocast, time
+// segments (Note [LSTM time segments]). On test::device() (Note [Test device]).
+#include <algorithm>
+#include <iostream>
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include <ATen/Functions.h>
+#include <ATen/core/grad_mode.h>
 
 #include "common/Error.h"
 #include "common/TorchCompat.h"
@@ -199,6 +205,78 @@ TEST(LstmAutocast, Bf16TrainsCloseToFp32AndTakesBf16Inputs) {
   for (auto& x : half.inputs)
     x = x.to(at::kBFloat16);
   EXPECT_NEAR(model->lossSum(model->forward(half), half).item<double>(), fp32, 0.03 * fp32 + 1e-3);
+}
+
+// Note [LSTM time segments]: the gradients of time segments, recomputed or not, equal one pass
+// over the window within rounding, dropout on (the masks are drawn as LibTorch's LSTM draws them;
+// on CUDA cuDNN draws its own, so there without dropout).
+std::vector<at::Tensor> gradientsOf(Model& model, const data::Batch& batch, std::uint64_t seed) {
+  model.zero_grad();
+  at::manual_seed(seed);
+  model.lossSum(model.forward(batch), batch).backward();
+  std::vector<at::Tensor> grads;
+  for (const auto& p : model.parameters())
+    grads.push_back(p.grad().clone());
+  return grads;
+}
+
+void expectCloseGradients(const std::vector<at::Tensor>& expected,
+                          const std::vector<at::Tensor>& got, const std::string& what) {
+  ASSERT_EQ(expected.size(), got.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const double largest = expected[i].abs().max().item<double>();
+    const double off = (expected[i] - got[i]).abs().max().item<double>();
+    EXPECT_LE(off, test::tolerance(1e-5, 1e-3) * largest) << what << ", tensor " << i;
+    worst = std::max(worst, off / std::max(largest, 1e-30));
+  }
+  std::cout << what << ": the largest gradient difference is " << worst
+            << " of the tensor's largest gradient\n";
+}
+
+ModelConfig droppingLstmConfig() {
+  auto config = test::lstmConfig(16, 3);
+  config.dropout = test::device().is_cpu() ? 0.2 : 0.0;
+  return config;
+}
+
+TEST(LstmRecompute, TimeSegmentsGiveTheGradientsOfOnePassWithinRounding) {
+  at::manual_seed(6);
+  auto info = test::seriesInfo({{"m1", 40, 5}, {"m5", 12, 3}, {"h1", 3, 2}});
+  auto batch = test::randomBatch(info, 6);
+  auto plain = test::deviceModel(droppingLstmConfig(), info, 4);
+  auto expected = gradientsOf(*plain, batch, 9);
+  auto& segments = dynamic_cast<Recomputable&>(*plain);
+  EXPECT_EQ(segments.segmentCount(), 6);  // 40 steps in segments of 7
+  for (std::int64_t every : {1, 2}) {
+    segments.setRecomputeEvery(every);
+    expectCloseGradients(expected, gradientsOf(*plain, batch, 9), "every " + std::to_string(every));
+  }
+  plain->eval();  // evaluation runs in one pass: the same output as without segments
+  at::NoGradGuard noGrad;
+  at::Tensor segmented = plain->forward(batch);
+  segments.setRecomputeEvery(0);
+  EXPECT_TRUE(at::equal(segmented, plain->forward(batch)));
+}
+
+TEST(LstmRecompute, StatefulLanesCarryTheStateOfOnePass) {
+  at::manual_seed(7);
+  auto config = droppingLstmConfig();
+  config.stateful = true;
+  auto info = test::seriesInfo({{"m1", 30, 4}});
+  auto plain = test::deviceModel(config, info, 5);
+  auto segmented = test::deviceModel(config, info, 5);
+  dynamic_cast<Recomputable&>(*segmented).setRecomputeEvery(1);
+  for (int round = 0; round < 2; ++round) {  // the second starts from the carried state
+    auto batch = test::randomBatch(info, 4);
+    batch.lanes = at::tensor(std::vector<std::int64_t>{2, 0, 3, 1}).to(test::device());
+    auto expected = gradientsOf(*plain, batch, 10 + round);
+    expectCloseGradients(expected, gradientsOf(*segmented, batch, 10 + round),
+                         "stateful, round " + std::to_string(round));
+    at::Tensor want = lanesOf(*plain)->extraState()[0].second;
+    at::Tensor got = lanesOf(*segmented)->extraState()[0].second;
+    EXPECT_LT((want - got).abs().max().item<double>(), test::tolerance(1e-6, 1e-4));
+  }
 }
 
 }  // namespace

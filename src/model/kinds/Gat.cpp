@@ -121,6 +121,15 @@ class TransformerEncoder : public torch::nn::Module {
 
 namespace {
 
+// A graph-attention layer's segment (Note [Activation recomputation]): the layer and its norm.
+std::vector<at::Tensor> parametersOf(const torch::nn::Module& layer,
+                                     const torch::nn::Module& norm) {
+  std::vector<at::Tensor> parameters = layer.parameters();
+  for (const auto& p : norm.parameters())
+    parameters.push_back(p);
+  return parameters;
+}
+
 int inputIndex(const data::DataInfo& info, const std::string& name) {
   for (std::size_t i = 0; i < info.inputs.size(); ++i) {
     if (info.inputs[i].name == name) return static_cast<int>(i);
@@ -291,7 +300,7 @@ at::Tensor Gat::forward(const data::Batch& batch) {
       };
       const bool recompute =
           recomputeEvery_ > 0 && static_cast<std::int64_t>(i) % recomputeEvery_ == 0;
-      h = recompute ? recomputed(attend, h) : attend(h);
+      h = recompute ? recomputed(attend, h, parametersOf(*layers_[i], *norms_[i])) : attend(h);
     }
   }
   at::Tensor out = head_->forward(h);

@@ -159,7 +159,7 @@ at::Tensor Gnn::forward(const data::Batch& batch) {
     };
     const bool recompute =
         recomputeEvery_ > 0 && static_cast<std::int64_t>(l) % recomputeEvery_ == 0;
-    h = recompute ? recomputed(passMessages, h) : passMessages(h);
+    h = recompute ? recomputed(passMessages, h, layers_[l]->parameters()) : passMessages(h);
   }
   at::Tensor graphs = pool(h, batch.nodeGraph, batch.size());  // [B, hidden]
   return objective_.predictions(head_->forward(graphs));

@@ -163,7 +163,7 @@ at::Tensor Gpt::logits(const at::Tensor& tokens, KvCache* cache) {
                         [block, i](const at::Tensor& in) mutable {
                           return block->forward(in, nullptr, i);
                         },
-                        x)
+                        x, block->parameters())
                   : block->forward(x, cache, i);
   }
   x = transformer_->ln_f->forward(x);

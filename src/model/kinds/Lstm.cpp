@@ -1,13 +1,17 @@
 #include "model/kinds/Lstm.h"
 
+#include <algorithm>
+#include <cmath>
 #include <tuple>
 
 #include <ATen/Functions.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/GradMode.h>
 
 #include "common/Error.h"
 #include "common/NativeCpuRnn.h"
 #include "common/TorchCompat.h"
+#include "model/Recompute.h"
 #include "model/parts/Heads.h"
 
 namespace mb::model {
@@ -15,6 +19,17 @@ namespace {
 
 std::string stateName(const std::string& stream, const char* which) {
   return "lstm_state." + stream + "." + which;
+}
+
+// Note [LSTM time segments]: about sqrt(window) steps.
+std::int64_t segmentSteps(std::int64_t window) {
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(std::sqrt(window))));
+}
+
+// Note [oneDNN bf16 LSTM] (common/NativeCpuRnn.h).
+bool nativeCpuRnn(const at::Tensor& x) {
+  return x.device().is_cpu() &&
+         (x.scalar_type() == at::kBFloat16 || compat::autocastEnabled(c10::DeviceType::CPU));
 }
 
 }  // namespace
@@ -42,6 +57,7 @@ Lstm::Lstm(const ModelConfig& config, const data::DataInfo& info)
     lstms_.push_back(lstm);
     streams_.push_back(input.name);
     features_.push_back(input.features);
+    windows_.push_back(input.window);
   }
   if (streams_.empty()) throw ConfigError("model.kind = lstm: the data has no input streams");
   laneH_.resize(streams_.size());
@@ -76,25 +92,94 @@ at::Tensor Lstm::encode(std::size_t s, const at::Tensor& input, const at::Tensor
   // Resident data may be bf16; the LSTM takes its weights' dtype (autocast, where it covers
   // the LSTM, casts from there).
   at::Tensor x = input.to(lstm->parameters().front().scalar_type());  // [B, T, F]
-  const compat::NativeCpuRnnGuard nativeRnn(
-      x.device().is_cpu() &&
-      (x.scalar_type() == at::kBFloat16 || compat::autocastEnabled(c10::DeviceType::CPU)));
-  if (!lanes.defined()) {
-    auto out = lstm->forward(x);
-    return std::get<0>(std::get<1>(out))[layers_ - 1];  // [B, hidden]
+  const compat::NativeCpuRnnGuard nativeRnn(nativeCpuRnn(x));
+  at::Tensor ids, h0, c0;
+  if (lanes.defined()) {
+    if (!laneH_[s].defined()) growLanes(lanes.max().item<std::int64_t>() + 1);  // the first batch
+    ids = lanes.to(laneH_[s].device(), at::kLong);
+    h0 = laneH_[s].index_select(1, ids).to(x.scalar_type());  // [layers, B, hidden]
+    c0 = laneC_[s].index_select(1, ids).to(x.scalar_type());
   }
-  if (!laneH_[s].defined()) growLanes(lanes.max().item<std::int64_t>() + 1);  // the first batch
-  at::Tensor ids = lanes.to(laneH_[s].device(), at::kLong);
-  auto h0 = laneH_[s].index_select(1, ids).to(x.scalar_type());  // [layers, B, hidden]
-  auto c0 = laneC_[s].index_select(1, ids).to(x.scalar_type());
-  auto out = lstm->forward(x, std::make_tuple(h0, c0));
-  const auto& [hn, cn] = std::get<1>(out);
-  {
+  at::Tensor hn, cn;
+  if (recomputeEvery_ > 0 && c10::GradMode::is_enabled()) {
+    if (!h0.defined()) {
+      h0 = at::zeros({layers_, x.size(0), hidden_}, x.options());
+      c0 = at::zeros_like(h0);
+    }
+    std::tie(hn, cn) = encodeInSegments(s, x, h0, c0);
+  } else {
+    auto out = h0.defined() ? lstm->forward(x, std::make_tuple(h0, c0)) : lstm->forward(x);
+    std::tie(hn, cn) = std::get<1>(out);
+  }
+  if (ids.defined()) {
     at::NoGradGuard noGrad;
     laneH_[s].index_copy_(1, ids, hn.detach().to(at::kFloat));
     laneC_[s].index_copy_(1, ids, cn.detach().to(at::kFloat));
   }
-  return hn[layers_ - 1];
+  return hn[layers_ - 1];  // [B, hidden]
+}
+
+std::pair<at::Tensor, at::Tensor> Lstm::encodeInSegments(std::size_t s, const at::Tensor& x,
+                                                         at::Tensor h, at::Tensor c) {
+  const std::int64_t window = x.size(1);
+  const std::int64_t steps = segmentSteps(window);
+  const double dropout = is_training() ? lstms_[s]->options.dropout() : 0.0;
+  std::vector<at::Tensor> masks;  // Note [LSTM time segments]: drawn as LibTorch's LSTM does
+  for (std::int64_t l = 0; dropout > 0 && l + 1 < layers_; ++l)
+    masks.push_back(
+        at::empty({window, x.size(0), hidden_}, x.options()).bernoulli_(1 - dropout).to(at::kBool));
+  std::int64_t segment = 0;
+  for (std::int64_t t0 = 0; t0 < window; t0 += steps, ++segment) {
+    auto run = [this, s, t0, masks, dropout](const std::vector<at::Tensor>& in) {
+      return runSegment(s, in, t0, masks, dropout);
+    };
+    std::vector<at::Tensor> in{x.narrow(1, t0, std::min(steps, window - t0)), h, c};
+    std::vector<at::Tensor> out =
+        segment % recomputeEvery_ == 0 ? recomputedMany(run, in, lstms_[s]->parameters()) : run(in);
+    h = out[0];
+    c = out[1];
+  }
+  return {h, c};
+}
+
+std::vector<at::Tensor> Lstm::runSegment(std::size_t s, const std::vector<at::Tensor>& in,
+                                         std::int64_t t0, const std::vector<at::Tensor>& masks,
+                                         double dropout) const {
+  const at::Tensor& x = in[0];                                 // [B, length, F]
+  const compat::NativeCpuRnnGuard nativeRnn(nativeCpuRnn(x));  // also when recomputed
+  const auto parameters = lstms_[s]->named_parameters(false);
+  const bool biases = lstms_[s]->options.bias();
+  at::Tensor layerInput = x;
+  std::vector<at::Tensor> hs, cs;
+  for (std::int64_t l = 0; l < layers_; ++l) {
+    const std::string k = std::to_string(l);
+    std::vector<at::Tensor> weights{parameters["weight_ih_l" + k], parameters["weight_hh_l" + k]};
+    if (biases)
+      weights.insert(weights.end(), {parameters["bias_ih_l" + k], parameters["bias_hh_l" + k]});
+    auto [out, hl, cl] = at::lstm(layerInput, {in[1].narrow(0, l, 1), in[2].narrow(0, l, 1)},
+                                  weights, biases, 1, 0.0, is_training(), false, true);
+    hs.push_back(hl);
+    cs.push_back(cl);
+    layerInput = out;
+    if (l < static_cast<std::int64_t>(masks.size())) {
+      at::Tensor noise = masks[l].narrow(0, t0, x.size(1)).transpose(0, 1);
+      layerInput = out * noise.to(out.scalar_type()).div_(1 - dropout);
+    }
+  }
+  return {at::cat(hs), at::cat(cs)};
+}
+
+std::int64_t Lstm::segmentCount() const {
+  std::int64_t most = 0;
+  for (std::int64_t window : windows_) {
+    const std::int64_t steps = segmentSteps(window);
+    most = std::max(most, (window + steps - 1) / steps);
+  }
+  return most;
+}
+
+std::string Lstm::segmentName() const {
+  return "time segments of the longest window (about sqrt(window) steps each)";
 }
 
 void Lstm::growLanes(std::int64_t lanes) {

@@ -29,8 +29,31 @@
 // autocast dtype, because ATen's cuDNN RNN does not accept bf16 (cudnn_is_acceptable); cuDNN
 // accumulates in fp32. On CPU (1.13) autocast does not cover the LSTM: it runs in fp32 and
 // the head's linears in bf16. This is what a PyTorch user gets from torch.autocast as well.
+//
+// Note [LSTM time segments]
+// With train.recompute (Note [Activation recomputation], model/Recompute.h) each encoder runs
+// its window in segments of about sqrt(T) steps, all layers of a segment at once, as in
+// memory-efficient BPTT (Gruslys et al. 2016). A recomputed segment keeps its slice of the
+// input (a view of the batch), the (h, c) of every layer where it starts, and nothing inside:
+// the backward pass runs it again from there. What is kept per sample is about 2 x layers x
+// hidden floats per segment, against the whole window's gates and cell states without.
+//   - Dropout between layers: LibTorch's LSTM draws one mask per layer over the layer's whole
+//     time-major output [T, B, hidden], after running the layer, and draws nothing else in
+//     between; so drawing the masks up front, layer by layer, gives the same masks. They are
+//     kept as bool (a byte an element) and turned back into the same noise (0 or 1 / (1 - p))
+//     when a segment runs. On CUDA, cuDNN's fused LSTM draws its own masks, so there the masks
+//     differ from a run without recomputation (the same in distribution).
+//   - Stateful lanes (Note [Stateful lanes]) start the first segment from the lanes' state and
+//     keep the last segment's (h, c), as one call over the window does.
+//   - Equality: close, not bit for bit, on the CPU in fp32. A weight's gradient sums T x B
+//     terms; a segment's backward sums its own share and the shares are added after, which is
+//     another order of fp32 additions. And the input's matrix product is taken per segment
+//     rather than over the window, which BLAS may block differently for another height (seen
+//     with 22-step segments, not with 48). The difference is rounding: unit.Lstm's
+//     LstmRecompute tests bound it at 1e-5 of the largest gradient of each tensor, dropout on.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/nn/modules/container/moduledict.h>
@@ -43,7 +66,7 @@
 
 namespace mb::model {
 
-class Lstm : public Model, public StatefulLanes {
+class Lstm : public Model, public StatefulLanes, public Recomputable {
  public:
   Lstm(const ModelConfig& config, const data::DataInfo& info);
 
@@ -59,16 +82,30 @@ class Lstm : public Model, public StatefulLanes {
   void resetState() override;
   void setLaneCount(std::int64_t lanes) override;
 
+  // Recomputable: the time segments of the longest stream (Note [LSTM time segments]).
+  void setRecomputeEvery(std::int64_t every) override { recomputeEvery_ = every; }
+  std::int64_t segmentCount() const override;
+  std::string segmentName() const override;
+
  private:
   // Final hidden state of the last layer for stream `s`: [B, hidden].
   at::Tensor encode(std::size_t s, const at::Tensor& input, const at::Tensor& lanes);
   void growLanes(std::int64_t lanes);
+  // The final (h, c) [layers, B, hidden] of stream `s` from (h0, c0), in time segments.
+  std::pair<at::Tensor, at::Tensor> encodeInSegments(std::size_t s, const at::Tensor& x,
+                                                     at::Tensor h, at::Tensor c);
+  // Layer by layer over one segment; `masks` as in Note [LSTM time segments].
+  std::vector<at::Tensor> runSegment(std::size_t s, const std::vector<at::Tensor>& in,
+                                     std::int64_t t0, const std::vector<at::Tensor>& masks,
+                                     double dropout) const;
 
   std::vector<std::string> streams_;
   std::vector<std::int64_t> features_;  // per stream
+  std::vector<std::int64_t> windows_;   // per stream
   std::int64_t hidden_;
   std::int64_t layers_;
   bool stateful_;
+  std::int64_t recomputeEvery_ = 0;  // 0: no time segments
   Objective objective_;
   torch::nn::ModuleDict encoders_{nullptr};
   std::vector<torch::nn::LSTM> lstms_;  // encoders_ in stream order
