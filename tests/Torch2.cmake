@@ -22,7 +22,8 @@ set(MB_TORCH2_TESTS
   py.train.elastic_resume_matches_uninterrupted_run
   mpi.ddp.np2 mpi.collectives.np2 mpi.loss_scaler.np2
   py.torchscript.losses_match_a_python_loop
-  py.train.recompute.gpt_blocks_give_the_same_gradients_bit_for_bit_on_two_ranks)
+  py.train.recompute.gpt_blocks_give_the_same_gradients_bit_for_bit_on_two_ranks
+  py.train.recompute.lstm_time_segments_train_like_the_run_without)
 set(MB_TORCH2_TARGETS
   megabatch megabatch_unit_tests megabatch_model_parity megabatch_optimizer_reference
   megabatch_mpi_tests)

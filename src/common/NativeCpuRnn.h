@@ -12,6 +12,18 @@
 // instead of oneDNN's (measured on an avx512_bf16 EPYC, `megabatch eval --precision bf16` of
 // configs/lstm-multitf.yaml's model: 3.24 samples/s with oneDNN off, 138 with it on, 81.5 in
 // fp32; issue 38, docs/operations.md "Precision on the CPU").
+//
+// Note [oneDNN LSTM inference]
+// The same LibTorch 2.6 gets fp32 LSTM outputs wrong outside grad mode for many hidden sizes on
+// this project's AVX-512 EPYC: hidden 4, 8, 12, 16 and 48 are off by 0.03 to 0.9, while 20, 24,
+// 32, 64 and 128 are right, whatever the batch or the features. In grad mode (oneDNN's
+// training primitive) every size is right, and so is LibTorch's own LSTM; outside it oneDNN's
+// inference primitive runs (found by unit.Lstm's LstmRecompute, whose recomputed segments run
+// their first pass without grad mode). oneDNN's inference is 3x faster than LibTorch's own LSTM
+// where it is right (hidden 128: 0.2 s against 0.7 s a forward), so rather than turning it off
+// for every LSTM, the model probes each of its LSTMs once, on a small random input with its own
+// weights, and sends only those whose probe disagrees to LibTorch's own (model/kinds/Lstm.cpp,
+// with a warning). Evaluation, prediction and recomputation run outside grad mode.
 #include <ATen/Context.h>
 
 #include "common/TorchCompat.h"

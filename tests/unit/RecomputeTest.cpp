@@ -2,6 +2,7 @@
 // of the plain one, dropout on; a weight that several segments share gets one gradient a
 // backward pass (its hook fires once, as the gradient reducer needs); a tensor that needs a
 // gradient but was not passed to the segment is an error rather than a lost gradient. CPU.
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -9,17 +10,36 @@
 
 #include <ATen/Functions.h>
 
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
 #include "model/Recompute.h"
 
 namespace mb::model {
 namespace {
 
+// Counts the runs of a weight's AccumulateGrad, where the gradient reducer's hook sits.
+class CountingHook final : public torch::autograd::FunctionPostHook {
+ public:
+  explicit CountingHook(int* calls) : calls_(calls) {}
+  torch::autograd::variable_list operator()(
+      const torch::autograd::variable_list& outputs,
+      const torch::autograd::variable_list& /*inputs*/) override {
+    ++*calls_;
+    return outputs;
+  }
+
+ private:
+  int* calls_;
+};
+
 struct SharedWeight {
   at::Tensor weight = at::randn({6, 6}).requires_grad_(true);
   int hookCalls = 0;
-  SharedWeight() {
-    weight.register_hook([this](const at::Tensor&) { ++hookCalls; });
-  }
+  std::shared_ptr<torch::autograd::Node> accumulator =
+      torch::autograd::impl::grad_accumulator(weight);
+  SharedWeight() { accumulator->add_post_hook(std::make_unique<CountingHook>(&hookCalls)); }
   Segment layer() const {
     return [w = weight](const at::Tensor& in) {
       return at::dropout(at::tanh(in.matmul(w)), 0.3, true);

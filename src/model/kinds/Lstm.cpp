@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <tuple>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
 #include <ATen/core/grad_mode.h>
 #include <c10/core/GradMode.h>
 
 #include "common/Error.h"
+#include "common/Log.h"
 #include "common/NativeCpuRnn.h"
 #include "common/TorchCompat.h"
 #include "model/Recompute.h"
@@ -30,6 +33,28 @@ std::int64_t segmentSteps(std::int64_t window) {
 bool nativeCpuRnn(const at::Tensor& x) {
   return x.device().is_cpu() &&
          (x.scalar_type() == at::kBFloat16 || compat::autocastEnabled(c10::DeviceType::CPU));
+}
+
+// Note [oneDNN LSTM inference]: whether oneDNN's inference LSTM gives `lstm` LibTorch's own
+// outputs, on a small input from a generator of its own (the run's random stream is untouched).
+bool oneDnnInferenceAgrees(const torch::nn::LSTM& lstm, std::int64_t features) {
+  at::NoGradGuard noGrad;
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(20261129);
+  at::Tensor x = at::randn({3, 7, features}, generator,
+                           lstm->parameters().front().options().requires_grad(false));
+  const auto& options = lstm->options;
+  at::Tensor state = at::zeros({options.num_layers(), 3, options.hidden_size()}, x.options());
+  auto run = [&] {  // without dropout: the outputs must not depend on random numbers
+    return std::get<0>(at::lstm(x, {state, state}, lstm->all_weights(), options.bias(),
+                                options.num_layers(), 0.0, false, false, true));
+  };
+  at::Tensor oneDnn = run();
+  at::Tensor own;
+  {
+    const compat::NativeCpuRnnGuard native(true);
+    own = run();
+  }
+  return (oneDnn - own).abs().max().item<double>() < 1e-4;
 }
 
 }  // namespace
@@ -60,6 +85,7 @@ Lstm::Lstm(const ModelConfig& config, const data::DataInfo& info)
     windows_.push_back(input.window);
   }
   if (streams_.empty()) throw ConfigError("model.kind = lstm: the data has no input streams");
+  oneDnnInferenceWrong_.assign(streams_.size(), -1);
   laneH_.resize(streams_.size());
   laneC_.resize(streams_.size());
   auto fused = static_cast<std::int64_t>(streams_.size()) * hidden_;
@@ -92,7 +118,7 @@ at::Tensor Lstm::encode(std::size_t s, const at::Tensor& input, const at::Tensor
   // Resident data may be bf16; the LSTM takes its weights' dtype (autocast, where it covers
   // the LSTM, casts from there).
   at::Tensor x = input.to(lstm->parameters().front().scalar_type());  // [B, T, F]
-  const compat::NativeCpuRnnGuard nativeRnn(nativeCpuRnn(x));
+  const compat::NativeCpuRnnGuard nativeRnn(nativeCpuRnn(x) || avoidOneDnnInference(s, x));
   at::Tensor ids, h0, c0;
   if (lanes.defined()) {
     if (!laneH_[s].defined()) growLanes(lanes.max().item<std::int64_t>() + 1);  // the first batch
@@ -117,6 +143,24 @@ at::Tensor Lstm::encode(std::size_t s, const at::Tensor& input, const at::Tensor
     laneC_[s].index_copy_(1, ids, cn.detach().to(at::kFloat));
   }
   return hn[layers_ - 1];  // [B, hidden]
+}
+
+bool Lstm::avoidOneDnnInference(std::size_t s, const at::Tensor& x) const {
+  if (!compat::kOneDnnRnn || c10::GradMode::is_enabled() || !x.device().is_cpu() ||
+      x.scalar_type() != at::kFloat || !at::globalContext().userEnabledMkldnn())
+    return false;
+  std::lock_guard<std::mutex> lock(probeMutex_);
+  if (oneDnnInferenceWrong_[s] < 0) {
+    oneDnnInferenceWrong_[s] = oneDnnInferenceAgrees(lstms_[s], features_[s]) ? 0 : 1;
+    if (oneDnnInferenceWrong_[s] == 1)
+      log::get("model").warn(
+          "lstm: this LibTorch's oneDNN LSTM gives wrong outputs outside grad mode for stream "
+          "'{}' (hidden {}, {} features) on this CPU; outside grad mode (evaluation, prediction, "
+          "recomputed segments) it runs LibTorch's own LSTM "
+          "instead, which is right but slower (Note [oneDNN LSTM inference])",
+          streams_[s], hidden_, features_[s]);
+  }
+  return oneDnnInferenceWrong_[s] == 1;
 }
 
 std::pair<at::Tensor, at::Tensor> Lstm::encodeInSegments(std::size_t s, const at::Tensor& x,
@@ -145,8 +189,9 @@ std::pair<at::Tensor, at::Tensor> Lstm::encodeInSegments(std::size_t s, const at
 std::vector<at::Tensor> Lstm::runSegment(std::size_t s, const std::vector<at::Tensor>& in,
                                          std::int64_t t0, const std::vector<at::Tensor>& masks,
                                          double dropout) const {
-  const at::Tensor& x = in[0];                                 // [B, length, F]
-  const compat::NativeCpuRnnGuard nativeRnn(nativeCpuRnn(x));  // also when recomputed
+  const at::Tensor& x = in[0];  // [B, length, F]
+  // Also when recomputed; the first pass of a recomputed segment runs outside grad mode.
+  const compat::NativeCpuRnnGuard nativeRnn(nativeCpuRnn(x) || avoidOneDnnInference(s, x));
   const auto parameters = lstms_[s]->named_parameters(false);
   const bool biases = lstms_[s]->options.bias();
   at::Tensor layerInput = x;

@@ -52,6 +52,7 @@
 //     with 22-step segments, not with 48). The difference is rounding: unit.Lstm's
 //     LstmRecompute tests bound it at 1e-5 of the largest gradient of each tensor, dropout on.
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -91,6 +92,8 @@ class Lstm : public Model, public StatefulLanes, public Recomputable {
   // Final hidden state of the last layer for stream `s`: [B, hidden].
   at::Tensor encode(std::size_t s, const at::Tensor& input, const at::Tensor& lanes);
   void growLanes(std::int64_t lanes);
+  // Note [oneDNN LSTM inference]: whether stream `s` must run LibTorch's own LSTM here.
+  bool avoidOneDnnInference(std::size_t s, const at::Tensor& x) const;
   // The final (h, c) [layers, B, hidden] of stream `s` from (h0, c0), in time segments.
   std::pair<at::Tensor, at::Tensor> encodeInSegments(std::size_t s, const at::Tensor& x,
                                                      at::Tensor h, at::Tensor c);
@@ -113,6 +116,9 @@ class Lstm : public Model, public StatefulLanes, public Recomputable {
   // Note [Stateful lanes]: per stream [layers, lanes, hidden] fp32, undefined until used.
   std::vector<at::Tensor> laneH_;
   std::vector<at::Tensor> laneC_;
+  // Note [oneDNN LSTM inference], per stream: -1 not probed yet, 0 right, 1 wrong.
+  mutable std::vector<int> oneDnnInferenceWrong_;
+  mutable std::mutex probeMutex_;
 };
 
 // model.kind = lstm, for ModelRegistry.cpp.
