@@ -76,10 +76,20 @@ foreach(case gpt_blocks_give_the_same_gradients_bit_for_bit_on_two_ranks
              a_run_resumes_across_the_setting_both_ways
              a_micro_batch_that_fits_only_with_recomputation
              kinds_without_segments_say_what_happens
-             lstm_time_segments_train_like_the_run_without)
+             lstm_time_segments_train_like_the_run_without
+             bf16_autocast_gives_the_same_gradients_bit_for_bit)
   mb_add_python_test(train.recompute.${case} train/test_recompute.py
                      ARGS RecomputeTest.test_${case} TIMEOUT 300)
 endforeach()
+# fp16 on the CPU needs LibTorch >= 2.2 (tests/torchscript/Tests.cmake): the LibTorch 2.6 stage.
+if(MEGABATCH_TORCH_VERSION VERSION_GREATER_EQUAL 2.2)
+  mb_add_python_test(train.recompute.fp16_with_loss_scaling_gives_the_same_gradients_bit_for_bit
+                     train/test_recompute.py
+                     ARGS RecomputeTest.test_fp16_with_loss_scaling_gives_the_same_gradients_bit_for_bit
+                     TIMEOUT 300)
+  set_property(TEST py.train.recompute.fp16_with_loss_scaling_gives_the_same_gradients_bit_for_bit
+               APPEND PROPERTY LABELS torch2)
+endif()
 
 # The memory plan (issue 36 item 1), one CTest entry per test.
 foreach(case a_run_with_the_plan_equals_one_without_bit_for_bit

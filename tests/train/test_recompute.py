@@ -57,6 +57,26 @@ class RecomputeTest(mbtest.TempDirTestCase):
             self.assert_same_run(plain, run_dir, " ".join(setting))
             print("%s: 5 steps on 2 ranks equal the run without, bit for bit" % " ".join(setting))
 
+    def same_gradients_under(self, precision):
+        """The GPT on 2 ranks, dropout on, under `precision`: blocks equal the run without, bit for
+        bit (the recomputed forward runs under the first pass's autocast state; fp16's loss scale
+        multiplies the same gradients)."""
+        args = ["train.precision=" + precision, "train.max_steps=4", "run.checkpoint_every=4"]
+        plain = self.path(precision + " none")
+        r = mbtest.mpirun(2, self.gpt_args(plain, *args), timeout=300)
+        self.assertEqual(r.returncode, 0, repr(r))
+        recomputing = self.path(precision + " blocks")
+        r = mbtest.mpirun(2, self.gpt_args(recomputing, "train.recompute=blocks", *args), timeout=300)
+        self.assertEqual(r.returncode, 0, repr(r))
+        self.assert_same_run(plain, recomputing, precision, step=4)
+        print("%s: 4 steps with train.recompute=blocks equal the run without, bit for bit" % precision)
+
+    def test_bf16_autocast_gives_the_same_gradients_bit_for_bit(self):
+        self.same_gradients_under("bf16")
+
+    def test_fp16_with_loss_scaling_gives_the_same_gradients_bit_for_bit(self):
+        self.same_gradients_under("fp16")
+
     def test_graph_layers_give_the_same_gradients_bit_for_bit(self):
         """The GIN's message-passing layers and the panel GAT's graph-attention layers, dropout
         on, 1 rank: blocks and every 2 equal the run without, bit for bit."""
