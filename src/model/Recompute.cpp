@@ -10,6 +10,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/SequenceNumber.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/core/Generator.h>
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
@@ -44,16 +45,24 @@ void setRngState(const c10::Device& device, const at::Tensor& state) {
   generator.set_state(state);
 }
 
-// The autocast state of one device type, set for a scope and put back after it.
+// The autocast state of one device type, set for a scope and put back after it. Autocast's cache
+// of casted weights is off meanwhile: the trainer clears it when its forward ends, and a weight
+// cast cached here, in the backward pass, would outlive the optimizer's update of that weight and
+// be taken by the next step's forward (caught by the bf16 test in py.train.recompute.*).
 class AutocastReplay {
  public:
   AutocastReplay(c10::DeviceType device, bool enabled, at::ScalarType dtype)
       : device_(device),
         wasEnabled_(compat::autocastEnabled(device)),
-        wasDtype_(compat::autocastDtype(device)) {
+        wasDtype_(compat::autocastDtype(device)),
+        cacheWasEnabled_(at::autocast::is_autocast_cache_enabled()) {
+    at::autocast::set_autocast_cache_enabled(false);
     compat::setAutocast(device_, enabled, dtype);
   }
-  ~AutocastReplay() { compat::setAutocast(device_, wasEnabled_, wasDtype_); }
+  ~AutocastReplay() {
+    compat::setAutocast(device_, wasEnabled_, wasDtype_);
+    at::autocast::set_autocast_cache_enabled(cacheWasEnabled_);
+  }
   AutocastReplay(const AutocastReplay&) = delete;
   AutocastReplay& operator=(const AutocastReplay&) = delete;
 
@@ -61,6 +70,7 @@ class AutocastReplay {
   c10::DeviceType device_;
   bool wasEnabled_;
   at::ScalarType wasDtype_;
+  bool cacheWasEnabled_;
 };
 
 // Where the recomputed forward starts making autograd nodes: sequence numbers count per thread.

@@ -170,6 +170,24 @@ class RecomputeTest(mbtest.TempDirTestCase):
         self.assertEqual(r.returncode, 0, repr(r))
         self.assertIn("train.recompute = blocks: an mlp has no segments worth recomputing; nothing changes",
                       r.output)
+        import torch  # Debian's python3-torch scripts a module for megabatch's model.kind = torchscript
+
+        class TwoStreams(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = torch.nn.Linear(2, 1)
+
+            def forward(self, m1: torch.Tensor, m5: torch.Tensor) -> torch.Tensor:
+                return self.head(torch.stack([m1.mean((1, 2)), m5.mean((1, 2))], 1))
+
+        archive = self.path("two-streams.pt")
+        torch.jit.script(TwoStreams()).save(archive)
+        r = mbtest.run(common + ["run.dir=" + self.path("torchscript"), "model.kind=torchscript",
+                                 "model.path=" + archive], timeout=120)
+        self.assertEqual(r.returncode, 2, repr(r))
+        self.assertIn("train.recompute = blocks cannot apply to a TorchScript model", r.output)
+        self.assertIn("torch.utils.checkpoint", r.output)
+        self.assertFalse(mbtest.crash_signs(r.output), repr(r))
 
     def test_lstm_time_segments_train_like_the_run_without(self):
         """Note [LSTM time segments]: the demo's three streams, 2 layers with dropout 0.2 between
