@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <mutex>
 #include <tuple>
 
@@ -172,14 +173,16 @@ std::pair<at::Tensor, at::Tensor> Lstm::encodeInSegments(std::size_t s, const at
   for (std::int64_t l = 0; dropout > 0 && l + 1 < layers_; ++l)
     masks.push_back(
         at::empty({window, x.size(0), hidden_}, x.options()).bernoulli_(1 - dropout).to(at::kBool));
+  // Layer by layer {w_ih, w_hh[, b_ih, b_hh]}, looked up once for every segment of the window.
+  const auto weights = std::make_shared<const std::vector<at::Tensor>>(lstms_[s]->all_weights());
   std::int64_t segment = 0;
   for (std::int64_t t0 = 0; t0 < window; t0 += steps, ++segment) {
-    auto run = [this, s, t0, masks, dropout](const std::vector<at::Tensor>& in) {
-      return runSegment(s, in, t0, masks, dropout);
+    auto run = [this, s, t0, masks, dropout, weights](const std::vector<at::Tensor>& in) {
+      return runSegment(s, in, t0, *weights, masks, dropout);
     };
     std::vector<at::Tensor> in{x.narrow(1, t0, std::min(steps, window - t0)), h, c};
     std::vector<at::Tensor> out =
-        segment % recomputeEvery_ == 0 ? recomputedMany(run, in, lstms_[s]->parameters()) : run(in);
+        segment % recomputeEvery_ == 0 ? recomputedMany(run, in, *weights) : run(in);
     h = out[0];
     c = out[1];
   }
@@ -187,22 +190,20 @@ std::pair<at::Tensor, at::Tensor> Lstm::encodeInSegments(std::size_t s, const at
 }
 
 std::vector<at::Tensor> Lstm::runSegment(std::size_t s, const std::vector<at::Tensor>& in,
-                                         std::int64_t t0, const std::vector<at::Tensor>& masks,
+                                         std::int64_t t0, const std::vector<at::Tensor>& weights,
+                                         const std::vector<at::Tensor>& masks,
                                          double dropout) const {
   const at::Tensor& x = in[0];  // [B, length, F]
   // Also when recomputed; the first pass of a recomputed segment runs outside grad mode.
   const compat::NativeCpuRnnGuard nativeRnn(nativeCpuRnn(x) || avoidOneDnnInference(s, x));
-  const auto parameters = lstms_[s]->named_parameters(false);
   const bool biases = lstms_[s]->options.bias();
+  const std::size_t perLayer = biases ? 4 : 2;
   at::Tensor layerInput = x;
   std::vector<at::Tensor> hs, cs;
   for (std::int64_t l = 0; l < layers_; ++l) {
-    const std::string k = std::to_string(l);
-    std::vector<at::Tensor> weights{parameters["weight_ih_l" + k], parameters["weight_hh_l" + k]};
-    if (biases)
-      weights.insert(weights.end(), {parameters["bias_ih_l" + k], parameters["bias_hh_l" + k]});
-    auto [out, hl, cl] = at::lstm(layerInput, {in[1].narrow(0, l, 1), in[2].narrow(0, l, 1)},
-                                  weights, biases, 1, 0.0, is_training(), false, true);
+    const at::TensorList layer(weights.data() + l * perLayer, perLayer);
+    auto [out, hl, cl] = at::lstm(layerInput, {in[1].narrow(0, l, 1), in[2].narrow(0, l, 1)}, layer,
+                                  biases, 1, 0.0, is_training(), false, true);
     hs.push_back(hl);
     cs.push_back(cl);
     layerInput = out;

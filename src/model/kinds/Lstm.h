@@ -99,8 +99,8 @@ class Lstm : public Model, public StatefulLanes, public Recomputable {
                                                      at::Tensor h, at::Tensor c);
   // Layer by layer over one segment; `masks` as in Note [LSTM time segments].
   std::vector<at::Tensor> runSegment(std::size_t s, const std::vector<at::Tensor>& in,
-                                     std::int64_t t0, const std::vector<at::Tensor>& masks,
-                                     double dropout) const;
+                                     std::int64_t t0, const std::vector<at::Tensor>& weights,
+                                     const std::vector<at::Tensor>& masks, double dropout) const;
 
   std::vector<std::string> streams_;
   std::vector<std::int64_t> features_;  // per stream
