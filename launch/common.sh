@@ -59,3 +59,31 @@ mb_show_command() {
   for word in "$@"; do out+=" $(printf '%q' "$word")"; done
   echo "${out# }"
 }
+
+# dist.timeout_s of `megabatch train --config CONFIG [key=value ...]` as the binary resolves it
+# (defaults, the file, then the overrides); 300, the default, when the config cannot be read
+# (megabatch itself then says what is wrong with it).
+mb_dist_timeout() {  # mb_dist_timeout BIN CONFIG [key=value ...]
+  local bin=$1 config=$2 timeout
+  shift 2
+  timeout=$("$bin" train --config "$config" "$@" --print-config 2>/dev/null |
+    awk '/^dist:/ { d = 1; next } /^[^ ]/ { d = 0 } d && $1 == "timeout_s:" { print $2 }')
+  [[ $timeout =~ ^[0-9]+([.][0-9]*)?$ ]] || timeout=300
+  echo "$timeout"
+}
+
+# Open MPI's daemons (mpirun and one orted per host) talk over TCP. A host that dies closes its
+# sockets and mpirun ends the job at once, but a cut link closes nothing. Once megabatch's
+# watchdog has ended a rank, mpirun sends the unreachable daemon a kill order; from then on the
+# socket holds unacknowledged data, keepalive is off, and mpirun waits out TCP's retransmissions
+# (about 15 minutes; docs/reliability.md, "Faults between hosts"). So the daemons must find the
+# silent daemon first: keepalive probes every TIMEOUT/8 s, the daemon lost after 4 unanswered,
+# which ends the job T/2 to 5T/8 after the link went silent (a few seconds for a short TIMEOUT).
+# A silence shorter than that is ridden out. mpirun then names the host it lost.
+mb_daemon_keepalive_args() {  # mb_daemon_keepalive_args TIMEOUT_S
+  awk -v t="$1" 'BEGIN {
+    interval = int(t / 8); if (interval < 1) interval = 1
+    probes = 4; if (t < 8) probes = int(t / 2) - 1; if (probes < 1) probes = 1
+    printf "--mca oob_tcp_keepalive_time %d --mca oob_tcp_keepalive_intvl %d", interval, interval
+    printf " --mca oob_tcp_keepalive_probes %d\n", probes }'
+}

@@ -4,8 +4,16 @@ mb_add_python_test(launch launch/test_launch.py LABEL launch TIMEOUT 900)
 set_tests_properties(py.launch PROPERTIES PROCESSORS 2)
 mb_add_python_test(multihost launch/test_multihost.py LABEL launch TIMEOUT 900)
 set_tests_properties(py.multihost PROPERTIES PROCESSORS 2)
-# Faults between hosts (issue 39) on the same two-namespace test bed: a host lost mid-run.
-mb_add_python_test(host_faults.host_lost launch/test_host_faults.py
-                   ARGS HostLostTest.test_host_lost_mid_run_ends_every_rank_and_resumes_on_the_host_left
-                   LABEL launch TIMEOUT 300)
-set_tests_properties(py.host_faults.host_lost PROPERTIES PROCESSORS 2)
+# Faults between hosts (issue 39) on the same two-namespace test bed: a host lost mid-run, a
+# link cut for longer than dist.timeout_s, and a short one the run rides out (about 15 s each).
+foreach(fault IN ITEMS
+        "host_lost:test_host_lost_mid_run_ends_every_rank_and_resumes_on_the_host_left"
+        "link_cut:test_link_cut_longer_than_the_timeout_ends_every_rank_and_resumes_on_the_host_left"
+        "short_link_cut:test_link_cut_shorter_than_the_timeout_is_ridden_out")
+  string(REPLACE ":" ";" parts "${fault}")
+  list(GET parts 0 name)
+  list(GET parts 1 method)
+  mb_add_python_test(host_faults.${name} launch/test_host_faults.py ARGS HostFaultTest.${method}
+                     LABEL launch TIMEOUT 300)
+  set_tests_properties(py.host_faults.${name} PROPERTIES PROCESSORS 2)
+endforeach()

@@ -1,15 +1,21 @@
 """Faults between hosts (issue 39) on the two-host test bed of test_multihost.py: two network
-namespaces joined by a veth pair, one rank on each, mpirun started on the first.
+namespaces joined by a veth pair, one rank on each, mpirun started on the first by
+launch/train-multinode.sh. Each fault lands mid-run, between checkpoints (docs/reliability.md,
+"Faults between hosts", has the measured times).
 
-Host lost (item 1): every process in the second host's namespace is killed with SIGKILL mid-run,
-between checkpoints. Every surviving rank must end within dist.timeout_s plus a margin, with a
-message naming what was lost; the last checkpoint must be intact; and a resume on the host that
-is left, with one rank, must train on the batches an uninterrupted run would have (the elastic
-guarantee). What ends the job here is Open MPI, one to three seconds after the kill: the kernel closes the
-dead processes' sockets, and either mpirun's daemon loses the second host's daemon, or rank 0's
-TCP transport loses rank 1; each names the second host's address. Not yet here: a cut link and a slow link
-(items 2 and 3), where no socket closes and megabatch's watchdog has to act.
-Needs root and `ip`; fails, never skips, without. On the CPU whatever MEGABATCH_TEST_DEVICE says.
+- Host lost: SIGKILL to every process of the second host. The kernel closes their sockets, and
+  Open MPI ends the job within seconds, naming the host's address.
+- Link cut, longer than dist.timeout_s: nothing closes. The launcher's keepalive settings
+  (launch/common.sh) make mpirun's daemon count the silent host as lost after about
+  dist.timeout_s / 2, and end the job naming it. Without them mpirun waits out TCP's
+  retransmissions for about 15 minutes.
+- Link cut, shorter: TCP retransmits once the link is back; the run finishes with the losses
+  of an uninterrupted run, and the step that spanned the cut shows the wait as communication.
+
+After the first two, every process on both hosts must have ended within dist.timeout_s plus a
+margin, the last checkpoint must load, and the host that is left must resume alone on the
+batches an uninterrupted run trains on (the elastic guarantee). Needs root and `ip`; fails,
+never skips, without. On the CPU whatever MEGABATCH_TEST_DEVICE says.
 """
 import os
 import shutil
@@ -28,14 +34,17 @@ import numpy as np  # noqa: E402
 
 STEPS = 40
 CHECKPOINT_EVERY = 10
+FAULT_AFTER = CHECKPOINT_EVERY + 3  # the fault lands 3 steps past the last checkpoint
 TIMEOUT_S = 8  # dist.timeout_s: short, so a test that waits for it stays short
-MARGIN_S = 20  # mpirun's own teardown on top of the watchdog
-SLOW_STEP_MS = 150  # so the kill lands mid-run, between checkpoints
+MARGIN_S = 10  # mpirun's own teardown on top of dist.timeout_s
+SLOW_STEP_MS = 150  # so the fault lands mid-run, between checkpoints
+SHORT_CUT_S = 3
+SHORT_CUT_TIMEOUT_S = 20  # the daemons then ride out a silence of up to 10 s
 
 
-def run_args(data, run_dir, steps=STEPS):
+def run_args(data, run_dir, timeout_s=TIMEOUT_S, steps=STEPS):
     return ["data.path=" + data, "run.dir=" + run_dir, "train.max_steps=%d" % steps, "run.log_every=1",
-            "train.eval_every=1000", "run.checkpoint_every=%d" % CHECKPOINT_EVERY, "dist.timeout_s=%d" % TIMEOUT_S,
+            "train.eval_every=1000", "run.checkpoint_every=%d" % CHECKPOINT_EVERY, "dist.timeout_s=%d" % timeout_s,
             "run.progress=lines"]
 
 
@@ -47,13 +56,43 @@ def last_step(run_dir):
     return max(steps) if steps else 0
 
 
-class HostLostTest(mbtest.TempDirTestCase):
-    def start_on_two_hosts(self, hosts, data, run_dir, mpirun_args=""):
+def pids_in(ns):
+    return sh(["ip", "netns", "pids", ns], check=False).stdout.split()
+
+
+def kill_everything_in(ns):
+    for pid in pids_in(ns):
+        try:
+            os.kill(int(pid), 9)
+        except (OSError, ValueError):
+            pass
+
+
+def step_line(output, step):
+    """Rank 0's progress line of one step."""
+    for line in output.splitlines():
+        if "step %d/%d " % (step, STEPS) in line:
+            return line
+    raise AssertionError("no line for step %d in:\n%s" % (step, output[-3000:]))
+
+
+class HostFaultTest(mbtest.TempDirTestCase):
+    def setUp(self):
+        super().setUp()
+        self.data = self.path("demo.h5")
+        synth_demo_data(self.data)
+        # The uninterrupted run: 2 ranks on one host, the batches a faulted run must train on.
+        self.reference = self.path("uninterrupted")
+        r = mbtest.mpirun(2, ["train", "--config", DEMO, "train.device=cpu"] + run_args(self.data, self.reference),
+                          timeout=600)
+        self.assertExit(r, 0)
+
+    def start_on_two_hosts(self, hosts, run_dir, timeout_s):
         hostfile = self.write("hosts", "%s slots=1\n%s slots=1\n" % tuple(hosts.addr))
-        env = dict(os.environ, MB_MPIRUN_ARGS=("--mca plm_rsh_agent %s " % hosts.agent) + mpirun_args,
+        env = dict(os.environ, MB_MPIRUN_ARGS="--mca plm_rsh_agent %s" % hosts.agent,
                    MEGABATCH_FAULT_SLOW_STEP="*:%d" % SLOW_STEP_MS)
         cmd = [os.path.join(LAUNCH, "train-multinode.sh"), "--hostfile", hostfile, "--net", "tcp",
-               "--ifname", IFNAME, "--cpu", DEMO] + run_args(data, run_dir)
+               "--ifname", IFNAME, "--cpu", DEMO] + run_args(self.data, run_dir, timeout_s)
         inner = "hostname %s; exec %s" % (hosts.names[0], " ".join("'%s'" % c.replace("'", "'\\''") for c in cmd))
         full = ["ip", "netns", "exec", hosts.ns[0], "unshare", "--uts", "/bin/sh", "-c", inner]
         # The output goes to a file: a pipe nobody reads while the test waits would stop the run.
@@ -64,80 +103,105 @@ class HostLostTest(mbtest.TempDirTestCase):
         with open(self.log.name) as f:
             return f.read()
 
-    def lose_host(self, data, mpirun_args=""):
-        """Trains on two hosts and kills every process of the second after step 13 (the checkpoint
-        of step 10 written). Returns (run dir, output, exit code, seconds from the kill to the
-        end of mpirun)."""
+    def fault_mid_run(self, fault, timeout_s=TIMEOUT_S):
+        """Trains on two hosts and calls fault(hosts) after step FAULT_AFTER (the checkpoint of
+        step 10 written). mpirun must end, and every process on both hosts with it, within
+        timeout_s + MARGIN_S of the fault. Returns (run dir, output, exit code, hosts)."""
         run = self.path("two-hosts")
         hosts = TwoHosts(self.tmp)
         try:
-            job = self.start_on_two_hosts(hosts, data, run, mpirun_args)
+            job = self.start_on_two_hosts(hosts, run, timeout_s)
             deadline = time.time() + 300
-            while last_step(run) < CHECKPOINT_EVERY + 3 and job.poll() is None and time.time() < deadline:
+            while last_step(run) < FAULT_AFTER and job.poll() is None and time.time() < deadline:
                 time.sleep(0.05)
-            killed_at = last_step(run)
+            at = last_step(run)
             self.assertIsNone(job.poll(), "the run ended before the fault: %s" % self.job_output()[-3000:])
-            self.assertLess(killed_at, 2 * CHECKPOINT_EVERY, "the kill must land between checkpoints")
-            lost = time.time()
-            for pid in sh(["ip", "netns", "pids", hosts.ns[1]], check=False).stdout.split():
-                try:
-                    os.kill(int(pid), 9)
-                except (OSError, ValueError):
-                    pass
+            self.assertLess(at, 2 * CHECKPOINT_EVERY, "the fault must land between checkpoints")
+            start = time.time()
+            fault(hosts)
+            bound = timeout_s + MARGIN_S
             try:
-                job.wait(timeout=TIMEOUT_S + MARGIN_S)
+                job.wait(timeout=max(1, start + bound - time.time()))
             except subprocess.TimeoutExpired:
                 job.kill()
                 job.wait()
-                self.fail("mpirun still ran %d s after the host was lost:\n%s"
-                          % (TIMEOUT_S + MARGIN_S, self.job_output()[-4000:]))
-            ended = time.time() - lost
+                self.fail("mpirun still ran %d s after the fault:\n%s" % (bound, self.job_output()[-4000:]))
+            ended = time.time() - start
+            while (pids_in(hosts.ns[0]) or pids_in(hosts.ns[1])) and time.time() < start + bound:
+                time.sleep(0.1)
+            left = [(ns, pids_in(ns)) for ns in hosts.ns if pids_in(ns)]
+            self.assertEqual(left, [], "processes still ran on a host %d s after the fault" % bound)
         finally:
             hosts.close()
             self.log.close()
+        self.assertEqual(hosts.leftovers(), [])
+        print("fault after step %d; mpirun ended %.1f s later with exit %d" % (at, ended, job.returncode))
         output = self.job_output()
-        print("host 2 killed after step %d; mpirun ended %.1f s later with exit %d"
-              % (killed_at, ended, job.returncode))
-        self.assertNotEqual(job.returncode, 0, output[-3000:])
         self.assertEqual(mbtest.crash_signs(output), [], output[-3000:])
-        return run, output, hosts
+        return run, output, job.returncode, hosts
 
-    def test_host_lost_mid_run_ends_every_rank_and_resumes_on_the_host_left(self):
-        data = self.path("demo.h5")
-        synth_demo_data(data)
-        reference = self.path("uninterrupted")
-        r = mbtest.mpirun(2, ["train", "--config", DEMO, "train.device=cpu"] + run_args(data, reference), timeout=600)
-        self.assertExit(r, 0)
-        run, output, hosts = self.lose_host(data)
-        # Whichever notices first names the second host's address, after the last step: mpirun's
-        # daemon ("ORTE has lost communication with a remote daemon ... on node ADDR"), or rank
-        # 0's TCP transport ("Peer host: ADDR", "connect() to ADDR:PORT failed").
+    def assert_ended_naming_the_host(self, run, output, code, hosts):
+        self.assertNotEqual(code, 0, output[-3000:])
+        # Whoever notices first names the second host's address, after the last step line:
+        # mpirun's daemon ("ORTE has lost communication with a remote daemon ... on node ADDR"),
+        # or rank 0's TCP transport ("Peer host: ADDR", "connect() to ADDR:PORT failed").
         after = output[output.rfind("step %d/%d" % (last_step(run), STEPS)):]
         self.assertIn(hosts.addr[1], after, output[-3000:])
 
+    def assert_resumes_on_the_host_left(self, run):
         # The last checkpoint is whole: step 10, readable, and the resume below starts from it.
         ckpt = os.path.join(run, "checkpoints")
         with open(os.path.join(ckpt, "latest")) as f:
             self.assertEqual(f.read().strip(), "step-%08d.h5" % CHECKPOINT_EVERY)
         mbtest.checkpoint_params(os.path.join(ckpt, "step-%08d.h5" % CHECKPOINT_EVERY))
-
         # The host that is left resumes alone, on the batches of the uninterrupted run.
         resumed = self.path("resumed on one host")
         shutil.copytree(run, resumed)
-        r = mbtest.run(["train", "--config", DEMO, "train.device=cpu"] + run_args(data, resumed), timeout=600)
+        r = mbtest.run(["train", "--config", DEMO, "train.device=cpu"] + run_args(self.data, resumed), timeout=600)
         self.assertExit(r, 0)
         self.assertIn("from step %d" % CHECKPOINT_EVERY, r.output)
-        want, got = mbtest.train_losses(reference), mbtest.train_losses(resumed)
+        self.assert_trained_like_the_reference(resumed, range(CHECKPOINT_EVERY + 1, STEPS + 1))
+
+    def assert_trained_like_the_reference(self, run, steps):
+        want, got = mbtest.train_losses(self.reference), mbtest.train_losses(run)
         self.assertEqual(sorted(got)[-1], STEPS)
-        for step in range(CHECKPOINT_EVERY + 1, STEPS + 1):
+        for step in steps:
             np.testing.assert_allclose(got[step], want[step], rtol=mbtest.RUN_RTOL, err_msg="step %d" % step)
         last = "step-%08d.h5" % STEPS
-        ref = mbtest.checkpoint_params(os.path.join(reference, "checkpoints", last))
-        params = mbtest.checkpoint_params(os.path.join(resumed, "checkpoints", last))
+        ref = mbtest.checkpoint_params(os.path.join(self.reference, "checkpoints", last))
+        params = mbtest.checkpoint_params(os.path.join(run, "checkpoints", last))
         for name in ref:
             np.testing.assert_allclose(params[name], ref[name], rtol=1e-4, atol=1e-6, err_msg=name)
+
+    def test_host_lost_mid_run_ends_every_rank_and_resumes_on_the_host_left(self):
+        run, output, code, hosts = self.fault_mid_run(lambda hosts: kill_everything_in(hosts.ns[1]))
+        self.assert_ended_naming_the_host(run, output, code, hosts)
+        self.assert_resumes_on_the_host_left(run)
+
+    def test_link_cut_longer_than_the_timeout_ends_every_rank_and_resumes_on_the_host_left(self):
+        # Cut for good: the namespaces go at the end of the test, the link with them.
+        run, output, code, hosts = self.fault_mid_run(lambda hosts: hosts.link(1, "down"))
+        self.assert_ended_naming_the_host(run, output, code, hosts)
+        self.assertIn("lost communication with a remote daemon", output, output[-3000:])
+        self.assert_resumes_on_the_host_left(run)
+
+    def test_link_cut_shorter_than_the_timeout_is_ridden_out(self):
+        def short_cut(hosts):
+            hosts.link(1, "down")
+            time.sleep(SHORT_CUT_S)
+            hosts.link(1, "up")
+
+        run, output, code, _ = self.fault_mid_run(short_cut, timeout_s=SHORT_CUT_TIMEOUT_S)
+        self.assertEqual(code, 0, output[-3000:])
+        self.assert_trained_like_the_reference(run, range(1, STEPS + 1))
+        # The step that spanned the cut waited for its gradients as long as the link was down, and
+        # the step line counts the wait as communication.
+        waits = {r["step"]: r["comm_time_s"] for r in mbtest.read_metrics(run) if r["event"] == "train"}
+        cut_step = max(waits, key=waits.get)
+        self.assertGreater(waits[cut_step], SHORT_CUT_S - 0.5, waits)
+        self.assertRegex(step_line(output, cut_step), r"comm (9\d|100)%")
+        self.assertIn("communication: waiting for gradients takes", output)
 
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
-

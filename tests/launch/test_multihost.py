@@ -51,7 +51,7 @@ class TwoHosts:
             for ns in self.ns:
                 sh(["ip", "netns", "add", ns])
                 self.created.append(ns)
-            va, vb = "mbva%d" % (pid % 100000), "mbvb%d" % (pid % 100000)
+            va, vb = self.veth = "mbva%d" % (pid % 100000), "mbvb%d" % (pid % 100000)
             sh(["ip", "link", "add", va, "type", "veth", "peer", "name", vb])
             for ns, dev, addr in zip(self.ns, (va, vb), self.addr):
                 sh(["ip", "link", "set", dev, "netns", ns])
@@ -80,7 +80,24 @@ class TwoHosts:
                            timeout=timeout, env=env)
         return mbtest.Result(full, p.returncode, p.stdout, "")
 
+    def link(self, host, state):
+        """Takes host's end of the veth pair "down" or "up" (a cut link, from both ends)."""
+        sh(["ip", "-n", self.ns[host], "link", "set", IFNAME, state])
+
+    def limit(self, rate_kbit, burst_bytes):
+        """Token-bucket limits both directions of the link to rate_kbit (tc tbf on each end's
+        egress). The queue holds 2 s of traffic, so a burst of gradients waits, not drops."""
+        for ns in self.ns:
+            sh(["tc", "-n", ns, "qdisc", "replace", "dev", IFNAME, "root", "tbf", "rate", "%dkbit" % rate_kbit,
+                "burst", str(burst_bytes), "latency", "2s"])
+
+    def unlimit(self):
+        for ns in self.ns:
+            sh(["tc", "-n", ns, "qdisc", "del", "dev", IFNAME, "root"], check=False)
+
     def close(self):
+        """Kills whatever runs in the namespaces and removes them, and with them the veth pair and
+        its qdiscs; a veth left in this namespace by a failed set-up goes too."""
         for ns in self.created:
             # Anything still running inside (a stray orted or rank) goes with the namespace.
             pids = sh(["ip", "netns", "pids", ns], check=False).stdout.split()
@@ -89,8 +106,17 @@ class TwoHosts:
                     os.kill(int(pid), 9)
                 except (OSError, ValueError):
                     pass
+            sh(["tc", "-n", ns, "qdisc", "del", "dev", IFNAME, "root"], check=False)
             sh(["ip", "netns", "del", ns], check=False)
         self.created = []
+        for dev in getattr(self, "veth", ()):
+            sh(["ip", "link", "del", dev], check=False)
+
+    def leftovers(self):
+        """The namespaces and veth ends of this bed that still exist (after close(): none)."""
+        names = sh(["ip", "netns", "list"], check=False).stdout.split()
+        links = sh(["ip", "-o", "link", "show"], check=False).stdout
+        return [ns for ns in self.ns if ns in names] + [dev for dev in getattr(self, "veth", ()) if dev + "@" in links]
 
 
 class MultiHostTest(mbtest.TempDirTestCase):
@@ -111,6 +137,7 @@ class MultiHostTest(mbtest.TempDirTestCase):
             r = hosts.run_on_first(cmd, env, timeout=600)
         finally:
             hosts.close()
+        self.assertEqual(hosts.leftovers(), [])
         self.assertExit(r, 0, "[r0/2]")
         # Open MPI's map puts rank 0 on the first host and rank 1 on the second, whose daemon
         # the agent started inside the second namespace.
