@@ -5,7 +5,8 @@ set_tests_properties(py.launch PROPERTIES PROCESSORS 2)
 mb_add_python_test(multihost launch/test_multihost.py LABEL launch TIMEOUT 900)
 set_tests_properties(py.multihost PROPERTIES PROCESSORS 2)
 # Faults between hosts (issue 39) on the same two-namespace test bed: a host lost mid-run, a
-# link cut for longer than dist.timeout_s, and a short one the run rides out (about 15 s each).
+# link cut for longer than dist.timeout_s, a short one the run rides out, and a slow link
+# (about 15 s each).
 foreach(fault IN ITEMS
         "host_lost:test_host_lost_mid_run_ends_every_rank_and_resumes_on_the_host_left"
         "link_cut:test_link_cut_longer_than_the_timeout_ends_every_rank_and_resumes_on_the_host_left"
@@ -17,3 +18,7 @@ foreach(fault IN ITEMS
                      LABEL launch TIMEOUT 300)
   set_tests_properties(py.host_faults.${name} PROPERTIES PROCESSORS 2)
 endforeach()
+mb_add_python_test(host_faults.slow_link launch/test_host_faults.py
+                   ARGS SlowLinkTest.test_a_slow_link_trains_the_same_and_shows_as_communication
+                   LABEL launch TIMEOUT 300)
+set_tests_properties(py.host_faults.slow_link PROPERTIES PROCESSORS 2)

@@ -18,6 +18,7 @@ batches an uninterrupted run trains on (the elastic guarantee). Needs root and `
 never skips, without. On the CPU whatever MEGABATCH_TEST_DEVICE says.
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -40,6 +41,10 @@ MARGIN_S = 10  # mpirun's own teardown on top of dist.timeout_s
 SLOW_STEP_MS = 150  # so the fault lands mid-run, between checkpoints
 SHORT_CUT_S = 3
 SHORT_CUT_TIMEOUT_S = 20  # the daemons then ride out a silence of up to 10 s
+SLOW_LINK_KBIT = 2000
+SLOW_LINK_BURST = 3028  # two frames: the bucket lets almost nothing through at line rate
+SLOW_LINK_DELAY_MS = 5  # where netem exists
+SLOW_LINK_STEPS = 12
 
 
 def run_args(data, run_dir, timeout_s=TIMEOUT_S, steps=STEPS):
@@ -68,6 +73,17 @@ def kill_everything_in(ns):
             pass
 
 
+def on_two_hosts(test, hosts, args, **env):
+    """(command, environment) that train DEMO with args on both hosts, one rank each, through
+    launch/train-multinode.sh run on the first; env adds to the environment."""
+    hostfile = test.write("hosts", "%s slots=1\n%s slots=1\n" % tuple(hosts.addr))
+    env = dict(os.environ, MB_MPIRUN_ARGS="--mca plm_rsh_agent %s" % hosts.agent, **env)
+    cmd = [os.path.join(LAUNCH, "train-multinode.sh"), "--hostfile", hostfile, "--net", "tcp", "--ifname", IFNAME,
+           "--cpu", DEMO] + args
+    inner = "hostname %s; exec %s" % (hosts.names[0], " ".join("'%s'" % c.replace("'", "'\\''") for c in cmd))
+    return ["ip", "netns", "exec", hosts.ns[0], "unshare", "--uts", "/bin/sh", "-c", inner], env
+
+
 def step_line(output, step):
     """Rank 0's progress line of one step."""
     for line in output.splitlines():
@@ -88,13 +104,8 @@ class HostFaultTest(mbtest.TempDirTestCase):
         self.assertExit(r, 0)
 
     def start_on_two_hosts(self, hosts, run_dir, timeout_s):
-        hostfile = self.write("hosts", "%s slots=1\n%s slots=1\n" % tuple(hosts.addr))
-        env = dict(os.environ, MB_MPIRUN_ARGS="--mca plm_rsh_agent %s" % hosts.agent,
-                   MEGABATCH_FAULT_SLOW_STEP="*:%d" % SLOW_STEP_MS)
-        cmd = [os.path.join(LAUNCH, "train-multinode.sh"), "--hostfile", hostfile, "--net", "tcp",
-               "--ifname", IFNAME, "--cpu", DEMO] + run_args(self.data, run_dir, timeout_s)
-        inner = "hostname %s; exec %s" % (hosts.names[0], " ".join("'%s'" % c.replace("'", "'\\''") for c in cmd))
-        full = ["ip", "netns", "exec", hosts.ns[0], "unshare", "--uts", "/bin/sh", "-c", inner]
+        full, env = on_two_hosts(self, hosts, run_args(self.data, run_dir, timeout_s),
+                                 MEGABATCH_FAULT_SLOW_STEP="*:%d" % SLOW_STEP_MS)
         # The output goes to a file: a pipe nobody reads while the test waits would stop the run.
         self.log = open(self.path("two-hosts.log"), "w+")
         return subprocess.Popen(full, stdout=self.log, stderr=subprocess.STDOUT, universal_newlines=True, env=env)
@@ -200,6 +211,52 @@ class HostFaultTest(mbtest.TempDirTestCase):
         cut_step = max(waits, key=waits.get)
         self.assertGreater(waits[cut_step], SHORT_CUT_S - 0.5, waits)
         self.assertRegex(step_line(output, cut_step), r"comm (9\d|100)%")
+        self.assertIn("communication: waiting for gradients takes", output)
+
+
+class SlowLinkTest(mbtest.TempDirTestCase):
+    def train(self, hosts, name):
+        run = self.path(name)
+        cmd, env = on_two_hosts(self, hosts, run_args(self.data, run, steps=SLOW_LINK_STEPS))
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, env=env,
+                           timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:])
+        shares = [rec["comm_time_s"] / rec["step_time_s"] for rec in mbtest.read_metrics(run)
+                  if rec["event"] == "train" and rec["step"] > 1]
+        return run, r.stdout, float(np.median(shares))
+
+    def test_a_slow_link_trains_the_same_and_shows_as_communication(self):
+        self.data = self.path("demo.h5")
+        synth_demo_data(self.data)
+        netem, answer = TwoHosts.has_netem()
+        if not netem:
+            print("netem is not in this kernel (tc: %s): no added delay; the bandwidth part runs" % answer)
+        hosts = TwoHosts(self.tmp)
+        try:
+            fast, _, fast_share = self.train(hosts, "full speed")
+            delayed = hosts.limit(SLOW_LINK_KBIT, SLOW_LINK_BURST, SLOW_LINK_DELAY_MS if netem else 0)
+            self.assertEqual(delayed, netem)
+            slow, output, slow_share = self.train(hosts, "slow link")
+        finally:
+            hosts.close()
+        self.assertEqual(hosts.leftovers(), [])
+        print("gradient wait: %.0f%% of a step at full speed, %.0f%% at %d kbit/s"
+              % (100 * fast_share, 100 * slow_share, SLOW_LINK_KBIT))
+        # The same losses and parameters: a slow link changes when gradients arrive, not what.
+        want, got = mbtest.train_losses(fast), mbtest.train_losses(slow)
+        self.assertEqual(sorted(got), list(range(1, SLOW_LINK_STEPS + 1)))
+        for step in got:
+            np.testing.assert_allclose(got[step], want[step], rtol=mbtest.RUN_RTOL, err_msg="step %d" % step)
+        last = "step-%08d.h5" % SLOW_LINK_STEPS
+        ref = mbtest.checkpoint_params(os.path.join(fast, "checkpoints", last))
+        params = mbtest.checkpoint_params(os.path.join(slow, "checkpoints", last))
+        for name in ref:
+            np.testing.assert_array_equal(params[name], ref[name], err_msg=name)
+        # The wait shows: 69 KiB of gradients take ~0.3 s at 2 Mbit/s against ~15 ms of compute.
+        self.assertGreater(slow_share, 0.5)
+        self.assertGreater(slow_share, fast_share + 0.3)
+        shown = [int(m) for m in re.findall(r"step \d+/%d .*comm (\d+)%%" % SLOW_LINK_STEPS, output)]
+        self.assertGreater(np.median(shown), 50, output[-3000:])
         self.assertIn("communication: waiting for gradients takes", output)
 
 

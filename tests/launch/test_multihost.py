@@ -84,12 +84,36 @@ class TwoHosts:
         """Takes host's end of the veth pair "down" or "up" (a cut link, from both ends)."""
         sh(["ip", "-n", self.ns[host], "link", "set", IFNAME, state])
 
-    def limit(self, rate_kbit, burst_bytes):
-        """Token-bucket limits both directions of the link to rate_kbit (tc tbf on each end's
-        egress). The queue holds 2 s of traffic, so a burst of gradients waits, not drops."""
+    def limit(self, rate_kbit, burst_bytes, delay_ms=0):
+        """Limits both directions of the link to rate_kbit with a token bucket (tc tbf on each
+        end's egress; its queue holds 2 s of traffic, so a burst of gradients waits, not drops).
+        delay_ms > 0 adds netem's delay in front of it where the kernel has netem; returns
+        whether it was added (this kernel has tbf and no netem)."""
+        delayed = delay_ms > 0
         for ns in self.ns:
-            sh(["tc", "-n", ns, "qdisc", "replace", "dev", IFNAME, "root", "tbf", "rate", "%dkbit" % rate_kbit,
-                "burst", str(burst_bytes), "latency", "2s"])
+            tbf = ["tbf", "rate", "%dkbit" % rate_kbit, "burst", str(burst_bytes), "latency", "2s"]
+            if delayed:
+                netem = sh(["tc", "-n", ns, "qdisc", "replace", "dev", IFNAME, "root", "handle", "1:", "netem",
+                            "delay", "%gms" % delay_ms], check=False)
+                delayed = netem.returncode == 0
+            if delayed:
+                sh(["tc", "-n", ns, "qdisc", "replace", "dev", IFNAME, "parent", "1:1", "handle", "10:"] + tbf)
+            else:
+                sh(["tc", "-n", ns, "qdisc", "replace", "dev", IFNAME, "root"] + tbf)
+        return delayed
+
+    @staticmethod
+    def has_netem():
+        """(whether tc can make a netem qdisc here, tc's answer), tried on a veth pair in a
+        namespace of its own."""
+        ns = "mbnetem%d" % os.getpid()
+        sh(["ip", "netns", "add", ns])
+        try:
+            sh(["ip", "-n", ns, "link", "add", "probe0", "type", "veth", "peer", "name", "probe1"])
+            r = sh(["tc", "-n", ns, "qdisc", "add", "dev", "probe0", "root", "netem", "delay", "1ms"], check=False)
+            return r.returncode == 0, r.stdout.strip()
+        finally:
+            sh(["ip", "netns", "del", ns], check=False)
 
     def unlimit(self):
         for ns in self.ns:
