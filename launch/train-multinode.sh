@@ -38,6 +38,9 @@ These variables, when set here, are exported to every rank with mpirun -x: NCCL_
 MEGABATCH_*, TORCH_*, OMP_NUM_THREADS, PATH, LD_LIBRARY_PATH. Set e.g. NCCL_DEBUG=INFO,
 NCCL_IB_GID_INDEX=3 (RoCE), or MEGABATCH_LOG_ALL_RANKS=1 before calling the script.
 Runs as root (containers) get --allow-run-as-root; no one else does.
+A host behind a cut link must not leave mpirun waiting: the daemons' TCP keepalive is set from
+dist.timeout_s (T), so a link silent for about T/2 ends the job; oob_tcp_keepalive_* settings of
+your own in MB_MPIRUN_ARGS replace it (docs/operations.md, "Several nodes").
 
 The binary: $MEGABATCH_BIN, else <repo>/build/megabatch, else megabatch on PATH; the same path
 must hold it on every host.

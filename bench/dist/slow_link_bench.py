@@ -9,8 +9,11 @@ round), and reports the medians over the steps after the first --warmup:
   - step_time_s and comm_time_s, the wait for the gradient all-reduce after the backward pass,
     from the run's metrics.jsonl;
   - the cost model's gradient wait and step time (see predict()).
-Needs root, `ip` and `tc`; netem (delay) is left out: this kernel has none.
+Then MPI_Allreduce alone (bench/dist/AllreduceBench.cpp) at one rate, under Open MPI's TCP
+defaults and with every message sent eagerly. Needs root, `ip` and `tc`; netem (delay) is left
+out: this kernel has none.
 
+    cmake --build build --target megabatch megabatch_bench_allreduce
     /usr/bin/python3 bench/dist/slow_link_bench.py --bin build/megabatch --repeats 5
 """
 import argparse
@@ -44,16 +47,17 @@ def burst_bytes(rate_kbit):
     return max(2 * FRAME, int(rate_kbit * 1000 / 8 * BURST_S))
 
 
-def predict(grad_bytes, world, rate_kbit, compute_s):
+def predict(grad_bytes, world, rate_kbit, compute_s, refilled=True):
     """The ring all-reduce cost model: each rank sends (and receives) 2 (W-1)/W of the gradient
     bytes, in frames of MSS payload; at rate R the wait is those frames' bytes / R, less the
-    bucket's burst, which passes at line rate (it refills while the rank computes). Latency is
-    left out: the veth's is tens of microseconds. Returns (gradient wait, step time)."""
+    token bucket's burst, which passes at line rate when the bucket refilled while the rank
+    computed (not between back-to-back all-reduces). Latency is left out: the veth's is tens of
+    microseconds. Returns (gradient wait, step time)."""
     if rate_kbit == 0:
         return 0.0, compute_s
     payload = 2 * (world - 1) / world * grad_bytes
     wire = payload / MSS * FRAME
-    wait = max(0.0, wire - burst_bytes(rate_kbit)) * 8 / (rate_kbit * 1000)
+    wait = max(0.0, wire - (burst_bytes(rate_kbit) if refilled else 0)) * 8 / (rate_kbit * 1000)
     return wait, compute_s + wait
 
 
@@ -133,6 +137,45 @@ def measure_model(args, host, hosts, work, name):
             "rates": table}
 
 
+EAGER_ARGS = ("--mca btl_tcp_eager_limit 1048576 --mca btl_tcp_rndv_eager_limit 1048576 "
+              "--mca btl_tcp_max_send_size 1048576")
+UNITS = {"B": 1, "KiB": 1024, "MiB": 1 << 20}
+
+
+def measure_allreduce(args, hosts, work, rate_kbit):
+    """MPI_Allreduce alone (bench/dist/AllreduceBench.cpp: megabatch's MPI communicator, fp32) at
+    rate_kbit, under Open MPI's TCP defaults and with every message sent eagerly (EAGER_ARGS):
+    {variant: [{bytes, time_s, model_s}]}."""
+    from test_multihost import IFNAME  # noqa: E402
+    hostfile = os.path.join(work, "hosts")
+    with open(hostfile, "w") as f:
+        f.write("%s slots=1\n%s slots=1\n" % tuple(hosts.addr))
+    hosts.limit(rate_kbit, burst_bytes(rate_kbit))
+    found = {}
+    try:
+        for variant, extra in (("defaults", ""), ("eager", EAGER_ARGS)):
+            cmd = ("mpirun -np 2 --hostfile %s --allow-run-as-root --bind-to none --mca plm_rsh_agent %s "
+                   "--mca pml ob1 --mca btl self,tcp --mca oob_tcp_if_include %s --mca btl_tcp_if_include %s %s "
+                   "%s --max-mib 1 --seconds 2" % (hostfile, hosts.agent, IFNAME, IFNAME, extra, args.allreduce_bin))
+            r = subprocess.run(["ip", "netns", "exec", hosts.ns[0], "sh", "-c", cmd], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, universal_newlines=True, timeout=900)
+            if r.returncode != 0:
+                raise RuntimeError("the all-reduce bench failed (exit %d):\n%s" % (r.returncode, r.stdout[-3000:]))
+            rows = []
+            for size, unit, micros in re.findall(r"^fp32\s+([\d.]+) (B|KiB|MiB)\s+([\d.]+)", r.stdout, re.M):
+                nbytes = int(float(size) * UNITS[unit])
+                if nbytes >= 4096:
+                    rows.append({"bytes": nbytes, "time_s": float(micros) / 1e6,
+                                 "model_s": predict(nbytes, 2, rate_kbit, 0.0, refilled=False)[0]})
+            found[variant] = rows
+            for row in rows:
+                print("MPI_Allreduce %-8s %8.0f KiB at %d kbit/s: %.1f ms, model %.1f ms"
+                      % (variant, row["bytes"] / 1024, rate_kbit, 1000 * row["time_s"], 1000 * row["model_s"]))
+    finally:
+        hosts.unlimit()
+    return found
+
+
 def print_table(name, result):
     print("\n%s: %d parameters, %.1f KiB of fp32 gradients in %d bucket(s); compute %.1f ms a step"
           % (name, result["parameters"], result["gradient_bytes"] / 1024, result["buckets"],
@@ -157,6 +200,9 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--allreduce-bin", default=os.path.join(ROOT, "build", "bench", "megabatch_bench_allreduce"),
+                        help="cmake --build build --target megabatch_bench_allreduce; '' leaves that part out")
+    parser.add_argument("--allreduce-kbit", type=int, default=3000)
     parser.add_argument("--mpirun-args", default="", help="more mpirun options, e.g. Open MPI MCA settings")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
@@ -174,10 +220,22 @@ def main():
         try:
             for name in args.models.split(","):
                 result["models"][name] = measure_model(args, host, hosts, work, name)
+            if args.allreduce_bin:
+                result["allreduce"] = {"rate_kbit": args.allreduce_kbit, "eager_args": EAGER_ARGS,
+                                       "variants": measure_allreduce(args, hosts, work, args.allreduce_kbit)}
         finally:
             hosts.close()
     for name, model in result["models"].items():
         print_table(name, model)
+    if "allreduce" in result:
+        print("\nMPI_Allreduce alone at %d kbit/s" % result["allreduce"]["rate_kbit"])
+        print("| size | model (ms) | Open MPI defaults (ms) | / model | all eager (ms) | / model |")
+        print("|---|---|---|---|---|---|")
+        variants = result["allreduce"]["variants"]
+        for plain, eager in zip(variants["defaults"], variants["eager"]):
+            print("| %.0f KiB | %.1f | %.1f | %.2f | %.1f | %.2f |" % (
+                plain["bytes"] / 1024, 1000 * plain["model_s"], 1000 * plain["time_s"],
+                plain["time_s"] / plain["model_s"], 1000 * eager["time_s"], eager["time_s"] / eager["model_s"]))
     benchlib.finish("slow_link_bench", result, host, out=args.out)
 
 

@@ -2,7 +2,8 @@
 with its own address and hostname. launch/train-multinode.sh runs in the first; Open MPI starts
 its daemon on the second through plm_rsh_agent (`ip netns exec`, where a cluster has ssh), and
 the ranks talk over TCP on the veth link only. The 2-host, 2-rank run must finish and match
-the 1-process run on one host. Needs root and `ip` (iproute2); fails, never skips, without.
+the 1-process run on one host. TwoHosts also cuts the link (link()) and slows it (limit(), tc
+tbf) for test_host_faults.py. Needs root and `ip` (iproute2); fails, never skips, without.
 Deliberately on the CPU (train.device=cpu, --cpu) whatever MEGABATCH_TEST_DEVICE says: it tests
 mpirun across hosts, not the device.
 """
@@ -11,7 +12,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
