@@ -62,12 +62,12 @@ mb_show_command() {
 
 # dist.timeout_s of `megabatch train --config CONFIG [key=value ...]` as the binary resolves it
 # (defaults, the file, then the overrides); 300, the default, when the config cannot be read
-# (megabatch itself then says what is wrong with it).
+# (megabatch itself then says what is wrong with it). --print-config may write 300 as 3e+02.
 mb_dist_timeout() {  # mb_dist_timeout BIN CONFIG [key=value ...]
   local bin=$1 config=$2 timeout
   shift 2
   timeout=$("$bin" train --config "$config" "$@" --print-config 2>/dev/null |
-    awk '/^dist:/ { d = 1; next } /^[^ ]/ { d = 0 } d && $1 == "timeout_s:" { print $2 }')
+    awk '/^dist:/ { d = 1; next } /^[^ ]/ { d = 0 } d && $1 == "timeout_s:" { print $2 + 0 }')
   [[ $timeout =~ ^[0-9]+([.][0-9]*)?$ ]] || timeout=300
   echo "$timeout"
 }
@@ -78,8 +78,8 @@ mb_dist_timeout() {  # mb_dist_timeout BIN CONFIG [key=value ...]
 # socket holds unacknowledged data, keepalive is off, and mpirun waits out TCP's retransmissions
 # (about 15 minutes; docs/reliability.md, "Faults between hosts"). So the daemons must find the
 # silent daemon first: keepalive probes every TIMEOUT/8 s, the daemon lost after 4 unanswered,
-# which ends the job T/2 to 5T/8 after the link went silent (a few seconds for a short TIMEOUT).
-# A silence shorter than that is ridden out. mpirun then names the host it lost.
+# which ends the job T/2 to 5T/8 after the link went silent, plus Open MPI's teardown (6.7 s in
+# all for T = 8 on the test bed). A shorter silence is ridden out. mpirun names the host it lost.
 mb_daemon_keepalive_args() {  # mb_daemon_keepalive_args TIMEOUT_S
   awk -v t="$1" 'BEGIN {
     interval = int(t / 8); if (interval < 1) interval = 1

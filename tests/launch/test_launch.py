@@ -114,6 +114,17 @@ class LaunchTest(mbtest.TempDirTestCase):
                         "--mca btl_tcp_if_include lo", "-x NCCL_SOCKET_IFNAME")
         r = script("train-multinode.sh", ["--dry-run", "--hostfile", hosts, "--ib-hca", "mlx5_0,mlx5_1", DEMO])
         self.assertExit(r, 0, "NCCL_IB_HCA=mlx5_0,mlx5_1", "UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1", "--mca pml ucx")
+        # Open MPI's daemon keepalive from dist.timeout_s (issue 39): the default 300 s (which
+        # --print-config writes as 3e+02) gives probes every 37 s; an override is read too; a
+        # setting of the user's own in MB_MPIRUN_ARGS replaces it (Open MPI refuses one given twice).
+        keepalive = "--mca oob_tcp_keepalive_time %d --mca oob_tcp_keepalive_intvl %d --mca oob_tcp_keepalive_probes 4"
+        self.assertIn(keepalive % (37, 37), r.output)
+        r = script("train-multinode.sh", ["--dry-run", "--hostfile", hosts, DEMO, "dist.timeout_s=80"])
+        self.assertExit(r, 0, keepalive % (10, 10))
+        r = script("train-multinode.sh", ["--dry-run", "--hostfile", hosts, DEMO],
+                   env={"MB_MPIRUN_ARGS": "--mca oob_tcp_keepalive_time 60"})
+        self.assertExit(r, 0, "--mca oob_tcp_keepalive_time 60")
+        self.assertEqual(r.output.count("oob_tcp_keepalive"), 1, r.output)
 
     def test_single_process_runs_without_mpi(self):
         self.assertEqual(train_steps(self.reference), list(range(1, STEPS + 1)), self.single_output[-3000:])
