@@ -80,8 +80,12 @@ mb_dist_timeout() {  # mb_dist_timeout BIN CONFIG [key=value ...]
 # silent daemon first: keepalive probes every TIMEOUT/8 s, the daemon lost after 4 unanswered,
 # which ends the job T/2 to 5T/8 after the link went silent, plus Open MPI's teardown (6.7 s in
 # all for T = 8 on the test bed). A shorter silence is ridden out. mpirun names the host it lost.
-mb_daemon_keepalive_args() {  # mb_daemon_keepalive_args TIMEOUT_S
-  awk -v t="$1" 'BEGIN {
+# USER_ARGS are the user's own extra mpirun options: Open MPI refuses a parameter given twice, so
+# keepalive settings there win and nothing is printed.
+mb_daemon_keepalive_args() {  # mb_daemon_keepalive_args USER_ARGS BIN CONFIG [key=value ...]
+  [[ $1 == *oob_tcp_keepalive* ]] && return 0
+  shift
+  awk -v t="$(mb_dist_timeout "$@")" 'BEGIN {
     interval = int(t / 8); if (interval < 1) interval = 1
     probes = 4; if (t < 8) probes = int(t / 2) - 1; if (probes < 1) probes = 1
     printf "--mca oob_tcp_keepalive_time %d --mca oob_tcp_keepalive_intvl %d", interval, interval

@@ -139,12 +139,9 @@ for name in $(compgen -e | grep -E '^(NCCL_|UCX_|MEGABATCH_|TORCH_)' || true) OM
   [[ -n ${!name+set} ]] && mpi+=(-x "$name")
 done
 bin=$(mb_find_bin)
-# A link cut must not leave mpirun waiting for a daemon it cannot reach: see common.sh. Open MPI
-# refuses a parameter given twice, so settings of the user's own in MB_MPIRUN_ARGS win.
-if [[ ${MB_MPIRUN_ARGS:-} != *oob_tcp_keepalive* ]]; then
-  # shellcheck disable=SC2207  # a list of words on purpose
-  mpi+=($(mb_daemon_keepalive_args "$(mb_dist_timeout "$bin" "$config" "$@")"))
-fi
+# A link cut must not leave mpirun waiting for a daemon it cannot reach: see common.sh.
+# shellcheck disable=SC2207  # a list of words on purpose
+mpi+=($(mb_daemon_keepalive_args "${MB_MPIRUN_ARGS:-}" "$bin" "$config" "$@"))
 # shellcheck disable=SC2206  # MB_MPIRUN_ARGS is a list of words on purpose
 [[ -n ${MB_MPIRUN_ARGS:-} ]] && mpi+=(${MB_MPIRUN_ARGS})
 cmd=("${mpi[@]}" "$bin" train --config "$config")

@@ -52,10 +52,8 @@ extra=${MB_SRUN_ARGS:-}
 [[ $launcher == mpirun ]] && extra=${MB_MPIRUN_ARGS:-}
 # mpirun's daemons must find a host behind a cut link before the watchdog ends the ranks (see
 # launch/common.sh); srun leaves that to Slurm, which notices a silent node itself.
-if [[ $launcher == mpirun && $extra != *oob_tcp_keepalive* ]]; then
-  # shellcheck disable=SC2207  # a list of words on purpose
-  step+=($(mb_daemon_keepalive_args "$(mb_dist_timeout "$bin" "$config" "$@")"))
-fi
+# shellcheck disable=SC2207  # a list of words on purpose
+[[ $launcher == mpirun ]] && step+=($(mb_daemon_keepalive_args "$extra" "$bin" "$config" "$@"))
 # shellcheck disable=SC2206  # a list of words on purpose
 [[ -n $extra ]] && step+=($extra)
 step+=("$bin" train --config "$config")

@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "launch"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 import benchlib  # noqa: E402
+import mbtest  # noqa: E402
 
 MSS = 1448  # TCP payload per frame on a 1500-byte MTU with timestamps
 FRAME = 1514  # what tbf counts per full frame: payload + TCP 32 + IP 20 + Ethernet 14
@@ -69,30 +70,20 @@ def make_data(binary, work, name):
 
 
 def train(hosts, binary, work, name, data, steps, tag, mpirun_args=""):
-    from test_multihost import IFNAME  # noqa: E402
     run = os.path.join(work, "%s-%s" % (name, tag))
-    hostfile = os.path.join(work, "hosts")
-    with open(hostfile, "w") as f:
-        f.write("%s slots=1\n%s slots=1\n" % tuple(hosts.addr))
     config, _, extra = MODELS[name]
+    args = ["data.path=" + data, "run.dir=" + run, "train.max_steps=%d" % steps, "run.log_every=1",
+            "train.eval_every=100000", "run.checkpoint_every=0", "run.progress=lines"] + extra
     # One thread a rank, unbound: the two "hosts" share this machine's cores, and each would
     # otherwise bind its rank to the same ones.
-    cmd = [os.path.join(ROOT, "launch", "train-multinode.sh"), "--hostfile", hostfile, "--net", "tcp",
-           "--ifname", IFNAME, "--cpus-per-rank", "1", "--bind", "none", "--cpu", os.path.join(ROOT, "configs", config), "data.path=" + data, "run.dir=" + run,
-           "train.max_steps=%d" % steps, "run.log_every=1", "train.eval_every=100000",
-           "run.checkpoint_every=0", "run.progress=lines"] + extra
-    inner = "hostname %s; exec %s" % (hosts.names[0], " ".join("'%s'" % c.replace("'", "'\\''") for c in cmd))
-    env = dict(os.environ, MEGABATCH_BIN=binary, MB_MPIRUN_ARGS="--mca plm_rsh_agent %s %s" % (hosts.agent, mpirun_args))
-    r = subprocess.run(["ip", "netns", "exec", hosts.ns[0], "unshare", "--uts", "/bin/sh", "-c", inner],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, env=env,
-                       timeout=1200)
+    options = ["--cpus-per-rank", "1", "--bind", "none", "--cpu"]
+    r = hosts.run_on_first(hosts.launcher(work, os.path.join(ROOT, "configs", config), args, options),
+                           hosts.environment(mpirun_args, MEGABATCH_BIN=binary), timeout=1200)
     if r.returncode != 0:
-        raise RuntimeError("%s at %s failed (exit %d):\n%s" % (name, tag, r.returncode, r.stdout[-3000:]))
-    import json
-    with open(os.path.join(run, "metrics.jsonl")) as f:
-        records = [json.loads(line) for line in f if line.strip()]
-    found = re.search(r"(\d+) parameters in \d+ tensors, (\d+) gradient buckets", r.stdout)
-    return [rec for rec in records if rec.get("event") == "train"], int(found.group(1)), int(found.group(2))
+        raise RuntimeError("%s at %s failed (exit %d):\n%s" % (name, tag, r.returncode, r.output[-3000:]))
+    found = re.search(r"(\d+) parameters in \d+ tensors, (\d+) gradient buckets", r.output)
+    records = [rec for rec in mbtest.read_metrics(run) if rec["event"] == "train"]
+    return records, int(found.group(1)), int(found.group(2))
 
 
 def measure_model(args, host, hosts, work, name):
@@ -147,9 +138,7 @@ def measure_allreduce(args, hosts, work, rate_kbit):
     rate_kbit, under Open MPI's TCP defaults and with every message sent eagerly (EAGER_ARGS):
     {variant: [{bytes, time_s, model_s}]}."""
     from test_multihost import IFNAME  # noqa: E402
-    hostfile = os.path.join(work, "hosts")
-    with open(hostfile, "w") as f:
-        f.write("%s slots=1\n%s slots=1\n" % tuple(hosts.addr))
+    hostfile = hosts.hostfile(work)
     hosts.limit(rate_kbit, burst_bytes(rate_kbit))
     found = {}
     try:

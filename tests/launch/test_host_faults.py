@@ -28,8 +28,8 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mbtest  # noqa: E402
-from test_launch import DEMO, LAUNCH, synth_demo_data, train_steps  # noqa: E402
-from test_multihost import IFNAME, TwoHosts, sh  # noqa: E402
+from test_launch import DEMO, synth_demo_data, train_steps  # noqa: E402
+from test_multihost import TwoHosts, kill_everything_in, pids_in  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -61,29 +61,6 @@ def last_step(run_dir):
     return max(steps) if steps else 0
 
 
-def pids_in(ns):
-    return sh(["ip", "netns", "pids", ns], check=False).stdout.split()
-
-
-def kill_everything_in(ns):
-    for pid in pids_in(ns):
-        try:
-            os.kill(int(pid), 9)
-        except (OSError, ValueError):
-            pass
-
-
-def on_two_hosts(test, hosts, args, **env):
-    """(command, environment) that train DEMO with args on both hosts, one rank each, through
-    launch/train-multinode.sh run on the first; env adds to the environment."""
-    hostfile = test.write("hosts", "%s slots=1\n%s slots=1\n" % tuple(hosts.addr))
-    env = dict(os.environ, MB_MPIRUN_ARGS="--mca plm_rsh_agent %s" % hosts.agent, **env)
-    cmd = [os.path.join(LAUNCH, "train-multinode.sh"), "--hostfile", hostfile, "--net", "tcp", "--ifname", IFNAME,
-           "--cpu", DEMO] + args
-    inner = "hostname %s; exec %s" % (hosts.names[0], " ".join("'%s'" % c.replace("'", "'\\''") for c in cmd))
-    return ["ip", "netns", "exec", hosts.ns[0], "unshare", "--uts", "/bin/sh", "-c", inner], env
-
-
 def step_line(output, step):
     """Rank 0's progress line of one step."""
     for line in output.splitlines():
@@ -104,8 +81,8 @@ class HostFaultTest(mbtest.TempDirTestCase):
         self.assertExit(r, 0)
 
     def start_on_two_hosts(self, hosts, run_dir, timeout_s):
-        full, env = on_two_hosts(self, hosts, run_args(self.data, run_dir, timeout_s),
-                                 MEGABATCH_FAULT_SLOW_STEP="*:%d" % SLOW_STEP_MS)
+        full = hosts.on_first(hosts.launcher(self.tmp, DEMO, run_args(self.data, run_dir, timeout_s)))
+        env = hosts.environment(MEGABATCH_FAULT_SLOW_STEP="*:%d" % SLOW_STEP_MS)
         # The output goes to a file: a pipe nobody reads while the test waits would stop the run.
         self.log = open(self.path("two-hosts.log"), "w+")
         return subprocess.Popen(full, stdout=self.log, stderr=subprocess.STDOUT, universal_newlines=True, env=env)
@@ -217,13 +194,12 @@ class HostFaultTest(mbtest.TempDirTestCase):
 class SlowLinkTest(mbtest.TempDirTestCase):
     def train(self, hosts, name):
         run = self.path(name)
-        cmd, env = on_two_hosts(self, hosts, run_args(self.data, run, steps=SLOW_LINK_STEPS))
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, env=env,
-                           timeout=300)
-        self.assertEqual(r.returncode, 0, r.stdout[-3000:])
+        r = hosts.run_on_first(hosts.launcher(self.tmp, DEMO, run_args(self.data, run, steps=SLOW_LINK_STEPS)),
+                               hosts.environment(), timeout=300)
+        self.assertExit(r, 0)
         shares = [rec["comm_time_s"] / rec["step_time_s"] for rec in mbtest.read_metrics(run)
                   if rec["event"] == "train" and rec["step"] > 1]
-        return run, r.stdout, float(np.median(shares))
+        return run, r.output, float(np.median(shares))
 
     def test_a_slow_link_trains_the_same_and_shows_as_communication(self):
         self.data = self.path("demo.h5")

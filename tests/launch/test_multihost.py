@@ -32,6 +32,18 @@ def sh(cmd, check=True):
     return r
 
 
+def pids_in(ns):
+    return sh(["ip", "netns", "pids", ns], check=False).stdout.split()
+
+
+def kill_everything_in(ns):
+    for pid in pids_in(ns):
+        try:
+            os.kill(int(pid), 9)
+        except (OSError, ValueError):
+            pass
+
+
 class TwoHosts:
     """Two namespaces mbA<pid>, mbB<pid> with addresses .1 and .2 of a private /24 on a veth
     pair; removed (with everything in them) by close()."""
@@ -72,13 +84,33 @@ class TwoHosts:
                     "exec ip netns exec $ns unshare --uts /bin/sh -c \"hostname $name; $*\"\n" % cases)
         os.chmod(self.agent, os.stat(self.agent).st_mode | stat.S_IXUSR)
 
-    def run_on_first(self, cmd, env, timeout):
-        """Runs cmd (a list) in host 1's namespace under its own hostname."""
+    def on_first(self, cmd):
+        """The command line that runs cmd (a list) in host 1's namespace under its own hostname."""
         inner = "hostname %s; exec %s" % (self.names[0], " ".join("'%s'" % c.replace("'", "'\\''") for c in cmd))
-        full = ["ip", "netns", "exec", self.ns[0], "unshare", "--uts", "/bin/sh", "-c", inner]
+        return ["ip", "netns", "exec", self.ns[0], "unshare", "--uts", "/bin/sh", "-c", inner]
+
+    def run_on_first(self, cmd, env, timeout):
+        full = self.on_first(cmd)
         p = subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                            timeout=timeout, env=env)
         return mbtest.Result(full, p.returncode, p.stdout, "")
+
+    def hostfile(self, root):
+        """Writes an Open MPI hostfile of one slot on each host into root; returns its path."""
+        path = os.path.join(root, "hosts")
+        with open(path, "w") as f:
+            f.write("".join("%s slots=1\n" % a for a in self.addr))
+        return path
+
+    def launcher(self, root, config, args, options=("--cpu",)):
+        """launch/train-multinode.sh over both hosts, TCP on the veth only, one rank each."""
+        return ([os.path.join(LAUNCH, "train-multinode.sh"), "--hostfile", self.hostfile(root), "--net", "tcp",
+                 "--ifname", IFNAME] + list(options) + [config] + list(args))
+
+    def environment(self, mpirun_args="", **more):
+        """os.environ plus the agent that starts Open MPI's daemon on host 2, and more."""
+        return dict(os.environ, MB_MPIRUN_ARGS=("--mca plm_rsh_agent %s %s" % (self.agent, mpirun_args)).strip(),
+                    **more)
 
     def link(self, host, state):
         """Takes host's end of the veth pair "down" or "up" (a cut link, from both ends)."""
@@ -123,13 +155,7 @@ class TwoHosts:
         """Kills whatever runs in the namespaces and removes them, and with them the veth pair and
         its qdiscs; a veth left in this namespace by a failed set-up goes too."""
         for ns in self.created:
-            # Anything still running inside (a stray orted or rank) goes with the namespace.
-            pids = sh(["ip", "netns", "pids", ns], check=False).stdout.split()
-            for pid in pids:
-                try:
-                    os.kill(int(pid), 9)
-                except (OSError, ValueError):
-                    pass
+            kill_everything_in(ns)  # a stray orted or rank goes with the namespace
             sh(["tc", "-n", ns, "qdisc", "del", "dev", IFNAME, "root"], check=False)
             sh(["ip", "netns", "del", ns], check=False)
         self.created = []
@@ -153,12 +179,9 @@ class MultiHostTest(mbtest.TempDirTestCase):
 
         hosts = TwoHosts(self.tmp)
         try:
-            hostfile = self.write("hosts", "%s slots=1\n%s slots=1\n" % tuple(hosts.addr))
             run = self.path("two-hosts")
-            env = dict(os.environ, MB_MPIRUN_ARGS="--mca plm_rsh_agent %s --display-map" % hosts.agent)
-            cmd = [os.path.join(LAUNCH, "train-multinode.sh"), "--hostfile", hostfile, "--net", "tcp",
-                   "--ifname", IFNAME, "--cpu", DEMO] + overrides(data, run)
-            r = hosts.run_on_first(cmd, env, timeout=600)
+            r = hosts.run_on_first(hosts.launcher(self.tmp, DEMO, overrides(data, run)),
+                                   hosts.environment("--display-map"), timeout=600)
         finally:
             hosts.close()
         self.assertEqual(hosts.leftovers(), [])
