@@ -49,7 +49,7 @@ rerun the same command to resume).
 
 Examples:
   launch/train-multinode.sh --hostfile hosts --ib-hca mlx5_0 --ifname ib0 configs/gpt2-small.yaml
-  launch/train-multinode.sh --hostfile hosts --net tcp --ifname eth0 configs/lstm.yaml
+  launch/train-multinode.sh --hostfile hosts --net tcp --ifname eth0 configs/lstm-multitf.yaml
   printf 'localhost\nlocalhost\n' > hosts
   launch/train-multinode.sh --hostfile hosts --net tcp --cpu configs/demo.yaml
 EOF

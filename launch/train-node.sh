@@ -35,7 +35,7 @@ cleanly, send SIGUSR1 to mpirun (it forwards it to every rank); see docs/operati
 
 Examples:
   launch/train-node.sh configs/gpt2-small.yaml                 # all GPUs of the node
-  launch/train-node.sh -n 4 configs/lstm.yaml optim.lr=2e-3    # 4 of them
+  launch/train-node.sh -n 4 configs/lstm-multitf.yaml optim.lr=2e-3    # 4 of them
   launch/train-node.sh -n 2 --cpu configs/demo.yaml            # 2 CPU ranks
 EOF
 }

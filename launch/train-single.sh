@@ -28,7 +28,7 @@ command again to resume).
 
 Examples:
   launch/train-single.sh configs/demo.yaml
-  launch/train-single.sh --gpu 1 configs/lstm.yaml optim.lr=1e-3
+  launch/train-single.sh --gpu 1 configs/lstm-multitf.yaml optim.lr=1e-3
   launch/train-single.sh --cpu --threads 4 configs/demo.yaml train.max_steps=50
 EOF
 }

@@ -68,7 +68,8 @@ echo "== trained in $((train_end - start)) s"
 
 $mb plot "$run_dir"
 echo "== evaluation of the final checkpoint on the test split"
-$mb eval --checkpoint "$run_dir" --split test
+eval_out=$($mb eval --checkpoint "$run_dir" --split test)
+echo "$eval_out"
 echo "== what a model must beat on this data (val MSE of the naive forecasts):"
 $mb inspect data/demo.h5 | grep -E "baseline_(mean|last_value)_val_mse" || true
 echo
@@ -77,5 +78,17 @@ ls -la "$run_dir" "$run_dir/checkpoints"
 echo "curves: $run_dir/curves.png"
 echo "last metrics:"
 tail -n 3 "$run_dir/metrics.jsonl"
+# The demo checks its own result (CI runs it first, scripts/test.sh): a picture was drawn and the
+# evaluation printed its metrics. Any command that failed has already ended it (set -e).
+demo_fail() {
+  echo "demo: $1" >&2
+  exit 1
+}
+[[ -s $run_dir/curves.png ]] || demo_fail "megabatch plot wrote no $run_dir/curves.png"
+[[ $(head -c 8 "$run_dir/curves.png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] ||
+  demo_fail "$run_dir/curves.png is not a PNG file"
+grep -qE '^ +test_loss +[0-9.eE+-]+$' <<<"$eval_out" ||
+  demo_fail "megabatch eval printed no test_loss for $run_dir (its output is above)"
+echo "== demo checked: $run_dir/curves.png is a PNG, and the evaluation printed test_loss"
 echo "== the demo took $(($(date +%s) - demo_start)) s: setup $((setup_end - demo_start)) s$rest_note," \
   "build $((build_end - setup_end)) s, training $((train_end - start)) s"

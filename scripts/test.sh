@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # The test command: installs everything the tests need, builds, and runs the suite in two CTest
 # runs, each ending in its summary line; the command fails when either run fails.
+#  0. The demo first (scripts/demo.sh, the README's first command, as a user on a fresh machine
+#     runs it; it checks its own picture and evaluation): the command fails when it fails, after
+#     the other stages. The main build then compiles only what the demo did not.
+#     MEGABATCH_DEMO_STAGE=0 leaves it out.
 #  1. The main suite (LibTorch 1.13, build/). It includes the sanitizer stage: the unit tests
 #     under AddressSanitizer + UndefinedBehaviorSanitizer and the bounded libFuzzer runs, from a
 #     second build with clang in build-asan (CTest entries sanitize.unit and sanitize.fuzz;
@@ -49,6 +53,7 @@ stage_done() {
 }
 
 summaries=()
+demo_status=0
 run_suite() {  # run_suite NAME LOG ctest...: runs a CTest and keeps its summary line
   local name=$1 log=$2 rc
   shift 2
@@ -58,6 +63,33 @@ run_suite() {  # run_suite NAME LOG ctest...: runs a CTest and keeps its summary
   return "$rc"
 }
 
+# Stage 1: the README's first command, as a user on a fresh machine runs it (its own apt, the
+# build of the binary, training with mpirun, the plot and the evaluation, which it checks), so
+# CI fails whenever that command fails. Only ccache is installed before it: the demo's objects
+# then enter the compiler cache that the CPU image's build (stage 3) reads, and the main build
+# below compiles only what the demo did not (the tests, fuzz targets and benches).
+if [[ ${MEGABATCH_DEMO_STAGE:-1} == 1 ]]; then
+  if [[ ! -f build/CMakeCache.txt ]] && ! command -v ccache >/dev/null; then
+    SUDO=""
+    [[ $(id -u) -eq 0 ]] || SUDO=sudo
+    $SUDO apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ccache >/dev/null
+  fi
+  echo "test.sh: the demo (scripts/demo.sh), the README's first command"
+  (. scripts/ccache-env.sh
+    export CMAKE_CXX_COMPILER_LAUNCHER=ccache  # read by CMake only when build/ is configured first
+    bash scripts/demo.sh) 2>&1 | tee "${TMPDIR:-/tmp}/megabatch-demo.$$.log" && rc=0 || rc=${PIPESTATUS[0]}
+  mkdir -p build && mv "${TMPDIR:-/tmp}/megabatch-demo.$$.log" build/demo.log
+  stage_done demo
+  if ((rc == 0)); then
+    summaries+=("demo: passed; $(grep -E '^== the demo took' build/demo.log | tail -n 1 | sed 's/^== //')")
+  else
+    summaries+=("demo: FAILED (exit $rc; build/demo.log)")
+    demo_status=$rc
+    echo "test.sh: the demo failed (exit $rc; log: build/demo.log): the README's first command does" \
+      "not work; the other stages still run, and the command fails at the end"
+  fi
+fi
 bash scripts/setup.sh --tests
 stage_done setup
 sanitizer_dir=""
@@ -101,7 +133,7 @@ echo "test.sh: compiler cache, main build: $(ccache --show-log-stats 2>/dev/null
 unset CCACHE_STATSLOG
 stage_done "main build"
 
-status=0
+status=$demo_status
 jobs=${MEGABATCH_TEST_JOBS:-2}
 run_suite "main (LibTorch 1.13, build/)" build/ctest.log \
   ctest --test-dir build --output-on-failure --timeout 900 -j "$jobs" "$@" || status=$?

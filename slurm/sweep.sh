@@ -9,7 +9,7 @@ usage() {
   cat <<'USAGE'
 Usage: slurm/sweep.sh [--parallel K] [--dir DIR] [--SBATCH-OPTION=VALUE ...] CONFIG [key=value ...]
 
-  MB_SWEEP='optim.lr=1e-3;optim.lr=3e-3;optim.lr=1e-2' slurm/sweep.sh configs/lstm.yaml
+  MB_SWEEP='optim.lr=1e-3;optim.lr=3e-3;optim.lr=1e-2' slurm/sweep.sh configs/lstm-multitf.yaml
 
 MB_SWEEP holds override sets separated by ';' (default: optim.lr = 1e-3, 2e-3, 5e-3, 1e-2).
 Options:

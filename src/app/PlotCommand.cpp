@@ -17,7 +17,10 @@ namespace mb::app {
 namespace {
 namespace fs = std::filesystem;
 
-// Reads metrics.jsonl (argv[1]) and writes the PNG (argv[2]).
+// Reads metrics.jsonl (argv[1]) and writes the PNG (argv[2]). Every reader of metrics.jsonl
+// skips record kinds it does not know and a torn last line (DESIGN.md, "Run directory"): the
+// file may belong to a run that is still training, or one killed mid-write, and new kinds of
+// event are added over time. Each panel draws the fields it finds and leaves out the rest.
 const char* const kPlotScript = R"PY(
 import json, math, sys
 try:
@@ -28,40 +31,127 @@ except ImportError:
     sys.stderr.write("matplotlib is not installed: apt-get install python3-matplotlib\n")
     sys.exit(3)
 metrics, out, title = sys.argv[1], sys.argv[2], sys.argv[3]
-train, evals = [], []
-with open(metrics) as f:
-    for line in f:
-        line = line.strip()
-        if not line:
-            continue
-        r = json.loads(line)
-        (train if r.get("event") == "train" else evals).append(r)
+
+def number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+def kind_of(record):
+    kind = record.get("event")
+    if kind is None:  # files written before every record had an event kind
+        kind = "train" if record.get("split") == "train" else "eval"
+    return kind
+
+kinds = {}
+torn = []
+with open(metrics, errors="replace") as f:
+    lines = f.read().split("\n")
+for line_number, line in enumerate(lines, 1):
+    line = line.strip()
+    if not line:
+        continue
+    try:
+        record = json.loads(line)
+    except ValueError:
+        torn.append(line_number)
+        continue
+    if isinstance(record, dict) and number(record.get("step")):
+        kinds.setdefault(kind_of(record), []).append(record)
+train = kinds.get("train", [])
+evals = kinds.get("eval", [])
+plans = kinds.get("memory_plan", [])
+redos = kinds.get("oom_redo", [])
+known = {"train", "eval", "memory_plan", "oom_redo"}
+for line_number in torn:
+    sys.stderr.write("%s:%d is not a whole JSON record (a run killed mid-write?): skipped\n"
+                     % (metrics, line_number))
+skipped = sorted(k for k in kinds if k not in known)
+if skipped:
+    print("records of kinds not drawn: " + ", ".join("%s (%d)" % (k, len(kinds[k])) for k in skipped))
 if not train:
-    sys.stderr.write("%s has no training records yet\n" % metrics)
+    sys.stderr.write("%s has no training records yet: the first comes at step run.log_every "
+                     "(or the first epoch end); plot again then\n" % metrics)
     sys.exit(4)
-fig, axes = plt.subplots(3, 1, figsize=(9, 10), sharex=True)
-steps = [r["step"] for r in train]
-axes[0].plot(steps, [r["loss"] for r in train], label="train loss", lw=1.2)
+
+def series(records, key, scale=1.0):
+    points = [(r["step"], r[key] * scale) for r in records if number(r.get(key))]
+    return [p[0] for p in points], [p[1] for p in points]
+
+def mark_redos(axis):
+    for r in redos:
+        axis.axvline(r["step"], color="tab:red", ls=":", lw=1)
+
+panels = ["loss", "lr", "speed", "time", "memory"]
+fig, axes = plt.subplots(len(panels), 1, figsize=(9, 14), sharex=True)
+ax = dict(zip(panels, axes))
+
+steps, losses = series(train, "loss")
+ax["loss"].plot(steps, losses, label="train loss", lw=1.2)
 for split in sorted({r.get("split", "val") for r in evals}):
-    pts = [(r["step"], r["loss"]) for r in evals if r.get("split", "val") == split and math.isfinite(r["loss"])]
-    if pts:
-        axes[0].plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=split + " loss", lw=1.2)
-axes[0].set_ylabel("loss")
-if all(r["loss"] > 0 for r in train):
-    axes[0].set_yscale("log")
-axes[0].legend()
-axes[0].grid(alpha=0.3)
-axes[1].plot(steps, [r["lr"] for r in train], color="tab:green")
-axes[1].set_ylabel("learning rate")
-axes[1].grid(alpha=0.3)
-key = "tokens_per_s" if "tokens_per_s" in train[-1] else "samples_per_s"
-axes[2].plot(steps, [r.get(key, float("nan")) for r in train], color="tab:purple")
-axes[2].set_ylabel(key.replace("_per_s", "/s"))
-axes[2].set_xlabel("step")
-axes[2].grid(alpha=0.3)
+    x, y = series([r for r in evals if r.get("split", "val") == split], "loss")
+    if x:
+        ax["loss"].plot(x, y, "o-", label=split + " loss", lw=1.2)
+if losses and all(v > 0 for v in losses):
+    ax["loss"].set_yscale("log")
+ax["loss"].set_ylabel("loss")
+
+x, y = series(train, "lr")
+ax["lr"].plot(x, y, color="tab:green")
+ax["lr"].set_ylabel("learning rate")
+
+key = "tokens_per_s" if any("tokens_per_s" in r for r in train) else "samples_per_s"
+x, y = series(train, key)
+ax["speed"].plot(x, y, color="tab:purple")
+ax["speed"].set_ylabel(key.replace("_per_s", "/s"))
+
+parts = [("data_time_s", "data"), ("fwd_bwd_time_s", "fwd-bwd"), ("comm_time_s", "comm"),
+         ("optimizer_time_s", "opt"), ("other_time_s", "other")]
+rows = [r for r in train if all(number(r.get(k)) for k, _ in parts[:4])]
+if rows:
+    x = [r["step"] for r in rows]
+    stacks = [[1000 * r.get(k, 0.0) if number(r.get(k)) else 0.0 for r in rows] for k, _ in parts]
+    ax["time"].stackplot(x, *stacks, labels=[name for _, name in parts], alpha=0.8)
+    ax["time"].legend(loc="upper right", fontsize=8, ncol=5)
+else:
+    x, y = series(train, "step_time_s", 1000)
+    ax["time"].plot(x, y, color="tab:brown")
+ax["time"].set_ylabel("step time (ms)")
+
+mib = 1.0 / (1 << 20)
+highest = 0.0
+for field, label in [("mem_mb", "rss"), ("mem_peak_mb", "rss peak"), ("gpu_mem_peak_mb", "gpu peak")]:
+    x, y = series(train, field)
+    if x:
+        ax["memory"].plot(x, y, label=label, lw=1.2)
+        highest = max(highest, max(y))
+memory_label = "memory (MiB)"
+for plan in plans[-1:]:  # the plan of the newest (re)start
+    # The plan counts what the run adds to the process it starts in; rss_at_start_bytes is that
+    # process's own floor, so their sum is what the rss line is set against.
+    floor = plan.get("rss_at_start_bytes", 0) if number(plan.get("rss_at_start_bytes")) else 0
+    suffix = " + start rss" if floor else ""
+    for field, label, style in [("total_bytes", "plan", "--"), ("budget_bytes", "budget", ":")]:
+        if not (number(plan.get(field)) and plan[field] > 0):
+            continue
+        level = (plan[field] + floor) * mib
+        if field == "budget_bytes" and highest > 0 and level > 3 * highest:
+            # Far above the run (the default budget is 90% of the host): named, not drawn.
+            memory_label = "memory (MiB; budget %.0f)" % (plan[field] * mib)
+            continue
+        ax["memory"].axhline(level, color="gray", ls=style, lw=1, label=label + suffix)
+ax["memory"].set_ylabel(memory_label)
+if ax["memory"].get_legend_handles_labels()[0]:
+    ax["memory"].legend(loc="lower right", fontsize=8)
+
+for name, axis in ax.items():
+    mark_redos(axis)
+    axis.grid(alpha=0.3)
+if redos:
+    ax["loss"].plot([], [], color="tab:red", ls=":", label="out-of-memory redo")
+ax["loss"].legend()
+axes[-1].set_xlabel("step")
 fig.suptitle(title)
 fig.tight_layout()
-fig.savefig(out, dpi=110)
+fig.savefig(out, dpi=90)
 print(out)
 )PY";
 

@@ -47,6 +47,19 @@ std::int64_t stepOfRecord(const std::string& line) {
   return std::stoll(match[1]);
 }
 
+// Every record is one object on one line; a line that does not close it was cut short.
+bool isTorn(const std::string& line) {
+  const std::size_t last = line.find_last_not_of(" \t\r");
+  return last == std::string::npos || line[last] != '}';
+}
+
+bool endsWithoutNewline(const std::string& path) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  if (!file || file.tellg() <= 0) return false;
+  file.seekg(-1, std::ios::end);
+  return file.get() != '\n';
+}
+
 }  // namespace
 
 JsonRecord& JsonRecord::add(const std::string& key, double value) {
@@ -86,10 +99,12 @@ MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumedStep) 
   std::ifstream existing(path);
   if (existing) {
     std::vector<std::string> kept;
-    bool dropped = false;
+    // A run killed mid-write leaves a torn last line, perhaps without its newline: appending to
+    // it would glue the next record onto it, so the file is rewritten without it.
+    bool dropped = endsWithoutNewline(path);
     for (std::string line; std::getline(existing, line);) {
       if (line.empty()) continue;
-      if (stepOfRecord(line) > resumedStep) {
+      if (isTorn(line) || stepOfRecord(line) > resumedStep) {
         dropped = true;
       } else {
         kept.push_back(line);

@@ -11,8 +11,11 @@
 // On the CPU a phase is the host time between its marks. On CUDA the host only queues work,
 // so host clocks would time the queueing: there each mark records a CUDA event on the compute
 // stream, and the phases are the device time between consecutive events, read when the log
-// line collects them (which waits for the last event; nothing waits in the step itself). Time
-// between steps (evaluation, checkpoints, logging) belongs to no phase.
+// line collects them (which waits for the last event; nothing waits in the step itself).
+// The log line's step time is the wall time of its window less the evaluations and checkpoints
+// run between its steps (reported beside it, as Lightning and torchtitan leave validation out
+// of throughput); what the four phases leave of it is `other` (the stop-flag and metrics
+// all-reduces, the carried states, logging), so the parts of a line add up to its step time.
 #include <memory>
 
 #include <c10/core/Device.h>

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
@@ -33,6 +34,7 @@
 #include "train/Optimizer.h"
 #include "train/PaceWatch.h"
 #include "train/Precision.h"
+#include "train/Progress.h"
 #include "train/Schedule.h"
 #include "train/Signals.h"
 #include "train/StartedOrder.h"
@@ -44,6 +46,30 @@
 
 namespace mb::train {
 namespace fs = std::filesystem;
+namespace {
+
+// Adds the wall time of its scope to `seconds` and leaves it out of the progress bar's rate:
+// work between steps, kept out of the step time (Note [Step phases]).
+class BetweenStepsTimer {
+ public:
+  BetweenStepsTimer(double& seconds, ProgressBar& bar) : seconds_(seconds), bar_(bar) {}
+  ~BetweenStepsTimer() {
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    seconds_ += took;
+    bar_.leaveOut(took);
+  }
+  BetweenStepsTimer(const BetweenStepsTimer&) = delete;
+  BetweenStepsTimer& operator=(const BetweenStepsTimer&) = delete;
+
+ private:
+  double& seconds_;
+  ProgressBar& bar_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
 Trainer::Trainer(Config config, dist::Runtime& runtime, const ProfileRequest& profile)
     : config_(std::move(config)),
       runtime_(runtime),
@@ -152,11 +178,17 @@ RunOutcome Trainer::run() {
       outcome = RunOutcome::kTooManyBadSteps;
       break;
     }
-    if (after.evaluate && afterEvaluation(evaluate(data::Split::kVal))) {
-      outcome = RunOutcome::kEarlyStopped;
-      break;
+    if (after.evaluate) {
+      const BetweenStepsTimer timer(window.evalSeconds, *progress_);
+      if (afterEvaluation(evaluate(data::Split::kVal))) {
+        outcome = RunOutcome::kEarlyStopped;
+        break;
+      }
     }
-    if (after.checkpoint) saveCheckpoint(after.last ? "end of training" : "scheduled");
+    if (after.checkpoint) {
+      const BetweenStepsTimer timer(window.checkpointSeconds, *progress_);
+      saveCheckpoint(after.last ? "end of training" : "scheduled");
+    }
     if (stopRequested()) {
       outcome = RunOutcome::kPreempted;
       break;

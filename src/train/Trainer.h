@@ -73,6 +73,10 @@ class Trainer {
     std::int64_t steps = 0;
     std::int64_t samples = 0;
     at::Tensor lossSum;  // sum over steps of this rank's normalised loss contribution
+    // Wall time of the work between this window's steps: evaluations and checkpoints. It is
+    // left out of the step time and samples/s (Note [Step phases]).
+    double evalSeconds = 0;
+    double checkpointSeconds = 0;
   };
   void setUpDevice();
   void warnIfCpuPrecisionIsSlow();  // Note [CPU precision]

@@ -43,6 +43,15 @@ double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// " | besides: eval 12.1 s, checkpoint 0.31 s" when the window had work between its steps.
+std::string betweenStepsPart(double evalSeconds, double checkpointSeconds) {
+  std::string text;
+  if (evalSeconds > 0) text += fmt::format("eval {:.3g} s", evalSeconds);
+  if (checkpointSeconds > 0)
+    text += fmt::format("{}checkpoint {:.3g} s", text.empty() ? "" : ", ", checkpointSeconds);
+  return text.empty() ? text : " | besides: " + text;
+}
+
 }  // namespace
 
 void Trainer::logStep(const StepResult& step, Window& window, bool lineDue) {
@@ -56,16 +65,21 @@ void Trainer::logStep(const StepResult& step, Window& window, bool lineDue) {
   at::Tensor loss = window.lossSum.to(at::kCPU, at::kDouble).reshape({1});
   control().allReduce(loss, dist::ReduceOp::kSum, "metrics");
   const double meanLoss = loss.item<double>() / static_cast<double>(window.steps);
-  const double elapsed = std::max(secondsSince(window.start), 1e-9);
+  // The steps' own time: the window's wall time less its evaluations and checkpoints, which
+  // are reported beside it (Note [Step phases]).
+  const double betweenSteps = window.evalSeconds + window.checkpointSeconds;
+  const double elapsed = std::max(secondsSince(window.start) - betweenSteps, 1e-9);
   const double samplesPerSecond = static_cast<double>(window.samples) / elapsed;
   const double stepSeconds = elapsed / static_cast<double>(window.steps);
   const PhaseSeconds phases = phases_->collect();  // Note [Step phases]
+  const double other = std::max(elapsed - phases.total(), 0.0);
   const double steps = static_cast<double>(window.steps);
   const double dataShare = phases.data / elapsed;
   const double commShare = phases.communication / elapsed;
-  const std::string split = fmt::format("data {:.0f}% fwd-bwd {:.0f}% comm {:.0f}% opt {:.0f}%",
-                                        100 * dataShare, 100 * phases.forwardBackward / elapsed,
-                                        100 * commShare, 100 * phases.optimizer / elapsed);
+  const std::string split =
+      fmt::format("data {:.0f}% fwd-bwd {:.0f}% comm {:.0f}% opt {:.0f}% other {:.0f}%",
+                  100 * dataShare, 100 * phases.forwardBackward / elapsed, 100 * commShare,
+                  100 * phases.optimizer / elapsed, 100 * other / elapsed);
   double utilisation = -1;  // Note [GPU utilisation]: rank 0 on CUDA; negative when none
   const std::string utilisationPart = pace_->gpuPart(split, utilisation);
   const double memoryMb = static_cast<double>(processMemoryBytes()) / (1 << 20);
@@ -94,7 +108,10 @@ void Trainer::logStep(const StepResult& step, Window& window, bool lineDue) {
     record.add("step_time_s", stepSeconds).add("data_time_s", phases.data / steps);
     record.add("fwd_bwd_time_s", phases.forwardBackward / steps)
         .add("comm_time_s", phases.communication / steps)
-        .add("optimizer_time_s", phases.optimizer / steps);
+        .add("optimizer_time_s", phases.optimizer / steps)
+        .add("other_time_s", other / steps);
+    record.add("between_steps_eval_s", window.evalSeconds)
+        .add("between_steps_checkpoint_s", window.checkpointSeconds);
     record.add("mem_mb", memoryMb);
     // Since the memory plan (Note [Memory plan]): what a plan is compared with.
     record.add("mem_peak_mb", static_cast<double>(processMemoryPeakBytes()) / (1 << 20));
@@ -116,11 +133,11 @@ void Trainer::logStep(const StepResult& step, Window& window, bool lineDue) {
       100.0 * static_cast<double>(state_.step) / static_cast<double>(schedule_->totalSteps());
   trainLog().info(
       "step {}/{} ({:.0f}%) | loss {:.5g}{} | lr {:.3g} | {:.0f} samples/s{} | step {:.1f} ms "
-      "({}){} "
-      "| eta {} | rss {}",
+      "({}){}{} | eta {} | rss {}",
       state_.step, schedule_->totalSteps(), percent, meanLoss, scalePart, lastStepLr(),
       samplesPerSecond, tokens ? fmt::format(" | {:.0f} tokens/s", tokensPerSecond) : std::string(),
-      1000.0 * stepSeconds, split, utilisationPart, str::humanDuration(remaining),
+      1000.0 * stepSeconds, split, utilisationPart,
+      betweenStepsPart(window.evalSeconds, window.checkpointSeconds), str::humanDuration(remaining),
       str::humanBytes(static_cast<double>(processMemoryBytes())));
   pace_->judgeWindow(dataShare, commShare);
   window = Window();

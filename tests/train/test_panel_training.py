@@ -142,7 +142,7 @@ class PanelTrainingTest(mbtest.TempDirTestCase):
     def test_step_time_split_and_eval_ic(self):
         run = self.path("split")
         r = self.train(2, self.config(run), ["run.dir=" + run, "run.log_every=5"])
-        self.assertRegex(r.output, r"samples/s \| step [0-9.]+ ms \(data \d+% fwd-bwd \d+% comm \d+% opt \d+%\)")
+        self.assertRegex(r.output, r"samples/s \| step [0-9.]+ ms \(data \d+% fwd-bwd \d+% comm \d+% opt \d+% other \d+%\)")
         records = [m for m in read_metrics(run) if m["event"] == "train"]
         self.assertGreater(len(records), 4)
         for m in records:
