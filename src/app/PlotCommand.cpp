@@ -108,7 +108,7 @@ parts = [("data_time_s", "data"), ("fwd_bwd_time_s", "fwd-bwd"), ("comm_time_s",
 rows = [r for r in train if all(number(r.get(k)) for k, _ in parts[:4])]
 if rows:
     x = [r["step"] for r in rows]
-    stacks = [[1000 * r.get(k, 0.0) if number(r.get(k)) else 0.0 for r in rows] for k, _ in parts]
+    stacks = [[1000 * r[k] if number(r.get(k)) else 0.0 for r in rows] for k, _ in parts]
     ax["time"].stackplot(x, *stacks, labels=[name for _, name in parts], alpha=0.8)
     ax["time"].legend(loc="upper right", fontsize=8, ncol=5)
 else:

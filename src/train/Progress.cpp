@@ -45,10 +45,6 @@ void ProgressBar::noteStepLine() {
   lastLine_ = WorkProgress::clockSeconds();
 }
 
-void ProgressBar::leaveOut(double seconds) {
-  rateStart_ += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
-
 ProgressBar::~ProgressBar() {
   finish();
 }

@@ -37,9 +37,6 @@ class ProgressBar {
   void update(std::int64_t step, std::int64_t totalSteps, std::int64_t samples, double lr);
   // A step line was just written (log mode counts the 30 s from here).
   void noteStepLine();
-  // `seconds` of work between steps (an evaluation, a checkpoint) passed: left out of samples/s,
-  // as the step lines leave it out (Note [Step phases]).
-  void leaveOut(double seconds);
   void finish();  // erases the bar
 
   // The bar's text for a terminal `columns` wide (exposed for tests).

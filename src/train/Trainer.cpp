@@ -34,7 +34,6 @@
 #include "train/Optimizer.h"
 #include "train/PaceWatch.h"
 #include "train/Precision.h"
-#include "train/Progress.h"
 #include "train/Schedule.h"
 #include "train/Signals.h"
 #include "train/StartedOrder.h"
@@ -48,23 +47,19 @@ namespace mb::train {
 namespace fs = std::filesystem;
 namespace {
 
-// Adds the wall time of its scope to `seconds` and leaves it out of the progress bar's rate:
-// work between steps, kept out of the step time (Note [Step phases]).
+// Adds the wall time of its scope to `seconds`: work between steps, kept out of the step time
+// (Note [Step phases]).
 class BetweenStepsTimer {
  public:
-  BetweenStepsTimer(double& seconds, ProgressBar& bar) : seconds_(seconds), bar_(bar) {}
+  explicit BetweenStepsTimer(double& seconds) : seconds_(seconds) {}
   ~BetweenStepsTimer() {
-    const double took =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    seconds_ += took;
-    bar_.leaveOut(took);
+    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
   BetweenStepsTimer(const BetweenStepsTimer&) = delete;
   BetweenStepsTimer& operator=(const BetweenStepsTimer&) = delete;
 
  private:
   double& seconds_;
-  ProgressBar& bar_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
@@ -179,14 +174,14 @@ RunOutcome Trainer::run() {
       break;
     }
     if (after.evaluate) {
-      const BetweenStepsTimer timer(window.evalSeconds, *progress_);
+      const BetweenStepsTimer timer(window.evalSeconds);
       if (afterEvaluation(evaluate(data::Split::kVal))) {
         outcome = RunOutcome::kEarlyStopped;
         break;
       }
     }
     if (after.checkpoint) {
-      const BetweenStepsTimer timer(window.checkpointSeconds, *progress_);
+      const BetweenStepsTimer timer(window.checkpointSeconds);
       saveCheckpoint(after.last ? "end of training" : "scheduled");
     }
     if (stopRequested()) {

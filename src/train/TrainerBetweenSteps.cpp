@@ -67,8 +67,8 @@ void Trainer::logStep(const StepResult& step, Window& window, bool lineDue) {
   const double meanLoss = loss.item<double>() / static_cast<double>(window.steps);
   // The steps' own time: the window's wall time less its evaluations and checkpoints, which
   // are reported beside it (Note [Step phases]).
-  const double betweenSteps = window.evalSeconds + window.checkpointSeconds;
-  const double elapsed = std::max(secondsSince(window.start) - betweenSteps, 1e-9);
+  const double wall = secondsSince(window.start);
+  const double elapsed = std::max(wall - window.evalSeconds - window.checkpointSeconds, 1e-9);
   const double samplesPerSecond = static_cast<double>(window.samples) / elapsed;
   const double stepSeconds = elapsed / static_cast<double>(window.steps);
   const PhaseSeconds phases = phases_->collect();  // Note [Step phases]
@@ -83,7 +83,9 @@ void Trainer::logStep(const StepResult& step, Window& window, bool lineDue) {
   double utilisation = -1;  // Note [GPU utilisation]: rank 0 on CUDA; negative when none
   const std::string utilisationPart = pace_->gpuPart(split, utilisation);
   const double memoryMb = static_cast<double>(processMemoryBytes()) / (1 << 20);
-  const double remaining = static_cast<double>(schedule_->totalSteps() - state_.step) * stepSeconds;
+  // The ETA is wall time: it counts the evaluations and checkpoints to come at this window's rate.
+  const double remaining = static_cast<double>(schedule_->totalSteps() - state_.step) * wall /
+                           static_cast<double>(window.steps);
   const bool tokens = data_->info().countsTokens;
   // fp16: the scale after this window's updates, and its overflow skips (Note [Loss scaling]).
   const double lossScale = scaler_->enabled() ? scaler_->scale() : 0.0;
