@@ -27,6 +27,7 @@
 #include "data/DataInfo.h"
 #include "model/Model.h"
 #include "model/StateDict.h"
+#include "model/kinds/Gpt.h"
 #include "model/parts/PanelGraph.h"
 #include "tests/support/Device.h"
 
@@ -508,7 +509,9 @@ void writeCase(const std::string& dir, const Case& c) {
     at::Tensor edges = panelEdges(c, batch);
     if (edges.defined()) put(root, "edges", edges);
   }
-  put(root, "output", output);
+  // A GPT's forward ends at its hidden states (Note [Chunked logits]); PyTorch's gives logits.
+  auto gpt = std::dynamic_pointer_cast<mb::model::Gpt>(model);
+  put(root, "output", gpt ? gpt->headLogits(output) : output);
   put(root, "loss", loss);
   mb::h5::Handle metrics = mb::h5::createGroup(root, "metrics", ExitCode::kFailure);
   for (const auto& [name, value] : model->metricSums(output, batch))

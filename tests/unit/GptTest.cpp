@@ -187,12 +187,15 @@ TEST(GptModel, LossIsCrossEntropySumOverTokens) {
   at::manual_seed(8);
   auto gpt = tinyGpt();
   auto batch = test::randomBatch(test::tokenInfo(12, 40), 2);
-  at::Tensor logits = gpt->forward(batch);
+  at::Tensor hidden = gpt->forward(batch);  // the logits are made by chunks from these
+  EXPECT_EQ(hidden.sizes(), (at::IntArrayRef{2, 12, 32}));
+  at::Tensor logits = gpt->headLogits(hidden);
   EXPECT_EQ(logits.sizes(), (at::IntArrayRef{2, 12, 40}));
+  EXPECT_TRUE(at::allclose(logits, gpt->logits(batch.inputs[0])));
   EXPECT_EQ(gpt->termsPerSample(), 12);
   // An untrained model is near uniform: ln(40) per token.
-  EXPECT_NEAR(gpt->lossSum(logits, batch).item<double>() / 24.0, std::log(40.0), 0.1);
-  auto metrics = gpt->metricSums(logits, batch);
+  EXPECT_NEAR(gpt->lossSum(hidden, batch).item<double>() / 24.0, std::log(40.0), 0.1);
+  auto metrics = gpt->metricSums(hidden, batch);
   ASSERT_EQ(metrics.size(), 1u);
   double correct = metrics[0].second.item<double>();
   EXPECT_EQ(correct, logits.argmax(-1).eq(batch.targets).sum().item<double>());
@@ -233,8 +236,9 @@ TEST(GptAutocast, Bf16TrainsCloseToFp32) {
   double fp32 = gpt->lossSum(gpt->forward(batch), batch).item<double>();
   const c10::DeviceType where = test::device().type();
   compat::setAutocast(where, true, at::kBFloat16);
-  at::Tensor logits = gpt->forward(batch);
-  at::Tensor loss = gpt->lossSum(logits, batch);
+  at::Tensor hidden = gpt->forward(batch);
+  at::Tensor logits = gpt->headLogits(hidden);
+  at::Tensor loss = gpt->lossSum(hidden, batch);
   loss.backward();
   compat::setAutocast(where, false, at::kBFloat16);
   compat::clearAutocastCache();

@@ -4,12 +4,12 @@
 #include <optional>
 
 #include <ATen/Functions.h>
-#include <ATen/core/Reduction.h>
 #include <ATen/core/grad_mode.h>
 
 #include "common/Error.h"
 #include "common/TorchCompat.h"
 #include "model/Recompute.h"
+#include "model/parts/ChunkedLogits.h"
 
 namespace mb::model {
 namespace detail {
@@ -145,7 +145,7 @@ KvCache Gpt::newCache() const {
   return cache;
 }
 
-at::Tensor Gpt::logits(const at::Tensor& tokens, KvCache* cache) {
+at::Tensor Gpt::hidden(const at::Tensor& tokens, KvCache* cache) {
   std::int64_t t = tokens.size(1);
   std::int64_t past = cache ? cache->length : 0;
   if (past + t > options_.context)
@@ -166,15 +166,22 @@ at::Tensor Gpt::logits(const at::Tensor& tokens, KvCache* cache) {
                         x, block->parameters())
                   : block->forward(x, cache, i);
   }
-  x = transformer_->ln_f->forward(x);
   if (cache) cache->length += t;
-  return at::linear(x, transformer_->wte->weight);  // lm_head, tied: [B, T, vocab]
+  return transformer_->ln_f->forward(x);  // [B, T, C]
+}
+
+at::Tensor Gpt::headLogits(const at::Tensor& hidden) const {
+  return at::linear(hidden, transformer_->wte->weight);  // lm_head, tied: [B, T, vocab]
+}
+
+at::Tensor Gpt::logits(const at::Tensor& tokens, KvCache* cache) {
+  return headLogits(hidden(tokens, cache));
 }
 
 at::Tensor Gpt::forward(const data::Batch& batch) {
   if (batch.inputs.size() != 1 || batch.inputs[0].dim() != 2)
     throw RuntimeError("gpt: expects one input of tokens [B, T]");
-  return logits(batch.inputs[0]);
+  return hidden(batch.inputs[0]);  // the logits are made by chunks (Note [Chunked logits])
 }
 
 namespace {
@@ -182,23 +189,22 @@ namespace {
 void checkTokenTargets(const at::Tensor& output, const at::Tensor& targets) {
   if (!targets.defined() || targets.dim() != 2 || targets.size(0) != output.size(0) ||
       targets.size(1) != output.size(1))
-    throw RuntimeError("gpt: targets must be [B, T] tokens matching logits [B, T, vocab]");
+    throw RuntimeError("gpt: targets must be [B, T] tokens matching the hidden states [B, T, C]");
 }
 
 }  // namespace
 
 at::Tensor Gpt::lossSum(const at::Tensor& output, const data::Batch& batch) {
   checkTokenTargets(output, batch.targets);
-  at::Tensor flat = output.reshape({-1, output.size(-1)}).to(at::kFloat);  // [B x T, vocab]
-  return at::cross_entropy_loss(flat, batch.targets.reshape({-1}).to(at::kLong), {},
-                                at::Reduction::Sum);
+  return chunkedCrossEntropySum(output.reshape({-1, output.size(-1)}), transformer_->wte->weight,
+                                batch.targets.reshape({-1}));
 }
 
 NamedTensors Gpt::metricSums(const at::Tensor& output, const data::Batch& batch) {
   checkTokenTargets(output, batch.targets);
-  at::NoGradGuard noGrad;
-  at::Tensor correct = output.argmax(-1).eq(batch.targets.to(at::kLong)).sum().to(at::kFloat);
-  return {{"accuracy", correct}};
+  return {
+      {"accuracy", chunkedArgmaxMatches(output.reshape({-1, output.size(-1)}),
+                                        transformer_->wte->weight, batch.targets.reshape({-1}))}};
 }
 
 GptOptions gptOptions(const ModelConfig& config, const data::DataInfo& info) {

@@ -117,7 +117,8 @@ class Gpt : public Model, public Recomputable {
  public:
   explicit Gpt(const GptOptions& options);
 
-  // batch.inputs[0]: tokens [B, T] int64, T <= context -> logits [B, T, vocab].
+  // batch.inputs[0]: tokens [B, T] int64, T <= context -> the final LayerNorm's [B, T, C]: the
+  // loss and metrics make the logits from them by chunks (Note [Chunked logits]).
   at::Tensor forward(const data::Batch& batch) override;
   // Cross-entropy summed over every position of every sample; targets [B, T].
   at::Tensor lossSum(const at::Tensor& output, const data::Batch& batch) override;
@@ -133,6 +134,10 @@ class Gpt : public Model, public Recomputable {
   // tokens [B, T] -> logits [B, T, vocab]. With a cache, the tokens continue the sequence
   // held in it (positions cache->length ..), and their keys and values are appended.
   at::Tensor logits(const at::Tensor& tokens, KvCache* cache = nullptr);
+  // The same up to the final LayerNorm: [B, T, C].
+  at::Tensor hidden(const at::Tensor& tokens, KvCache* cache = nullptr);
+  // hidden [..., C] -> logits [..., vocab] through the tied head.
+  at::Tensor headLogits(const at::Tensor& hidden) const;
   KvCache newCache() const;
 
   const GptOptions& options() const { return options_; }
