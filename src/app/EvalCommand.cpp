@@ -1,7 +1,8 @@
 // megabatch eval --checkpoint CKPT [--data FILE] [--split val|test] [--out FILE.json]
 // Loss and metrics of a trained checkpoint on a split (distributed under mpirun like training),
 // plus exact-match accuracy per operation for arithmetic corpora. --batch sets the samples per
-// forward pass (Note [Evaluation batch] chooses otherwise), --max-samples bounds each rank's part,
+// forward pass (Note [Evaluation batch] chooses otherwise, within --memory-budget-mb or 90% of
+// the available memory), --max-samples bounds each rank's part,
 // --precision overrides fp32 on the CPU (Note [Precision of a new run]).
 #include <cstdio>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include "model/ModelRegistry.h"
 #include "train/CheckpointModel.h"
 #include "train/CpuPrecision.h"
+#include "train/EvalBatch.h"
 #include "train/Evaluation.h"
 #include "train/Metrics.h"
 #include "train/Precision.h"
@@ -63,6 +65,31 @@ void hintBf16WherePays(const Config& config, const c10::Device& device) {
       cost.flags, cost.slowdown());
 }
 
+// Note [Evaluation batch]: --batch as given, else the largest that fits the budget; on the CPU
+// every batch runs under the budget's cap.
+void chooseBatch(const ParsedArgs& args, const Config& config, model::Model& model,
+                 data::ShardedData& data, data::Split split, const c10::Device& device,
+                 dist::Runtime& runtime, train::EvalOptions& options) {
+  const train::EvalBatchTrial trial{
+      model,
+      [&](std::int64_t count) { return data.heaviestBatch(split, count, at::kFloat); },
+      data.evalCount(split),
+      device,
+      options.precision,
+      train::modelBytes(model) + data.residentBytes(),
+      0};
+  const std::int64_t limit =
+      train::evalBatchLimit(config.train.microBatch > 0 ? config.train.microBatch : 256, device);
+  const train::CommandBatch batch =
+      train::commandEvalBatch(trial, limit, args.getInt("batch", 0),
+                              args.getDouble("memory-budget-mb", 0), runtime.topology().localSize);
+  options.microBatch = batch.batch;
+  options.roomBytes = batch.roomBytes;
+  options.batchChosen = !args.has("batch");
+  options.batchLimit = limit;
+  if (runtime.rank() == 0) log::get("app").info("eval {}", batch.line);
+}
+
 }  // namespace
 
 int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
@@ -86,13 +113,8 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
   });
 
   train::EvalOptions options;
-  // Note [Evaluation batch]
-  options.microBatch =
-      args.has("batch") ? args.getInt("batch", 0)
-                        : train::evalMicroBatch(
-                              config.train.microBatch > 0 ? config.train.microBatch : 256, device);
   options.maxSamplesPerRank = args.getInt("max-samples", 0);
-  if (options.microBatch < 1) throw ConfigError("--batch must be >= 1");
+  if (args.has("batch") && args.getInt("batch", 0) < 1) throw ConfigError("--batch must be >= 1");
   if (options.maxSamplesPerRank < 0) throw ConfigError("--max-samples must be >= 0 (0 = all)");
   options.context = " of " + run.path;
   options.announceAtOnce = true;  // the start line before the first batch, however slow
@@ -102,6 +124,9 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
         train::inferencePrecision(args.get("precision"), config.train.precision, device);
     options.precision = choice.dtype;
     if (runtime.rank() == 0) log::get("app").info("eval precision: {}", choice.reason);
+  });
+  dist::agreed(runtime.control(), "choosing the evaluation batch", [&] {
+    chooseBatch(args, config, *run.model, *data, split, device, runtime, options);
   });
   if (runtime.rank() == 0 && !args.has("precision")) hintBf16WherePays(config, device);
   std::map<std::string, double> metrics =

@@ -13,12 +13,14 @@
 // Attributes name the checkpoint, its step, the data file and the split.
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include <ATen/Functions.h>
 #include <c10/core/GradMode.h>
 #include <fmt/format.h>
 
 #include "app/Cli.h"
+#include "common/CpuAllocationScope.h"
 #include "common/Error.h"
 #include "common/Hdf5.h"
 #include "common/Log.h"
@@ -30,6 +32,7 @@
 #include "model/Model.h"
 #include "model/ModelRegistry.h"
 #include "train/CheckpointModel.h"
+#include "train/EvalBatch.h"
 #include "train/Precision.h"
 
 namespace mb::app {
@@ -47,8 +50,10 @@ struct Predictions {
   std::vector<at::Tensor> outputs, indices, targets;
 };
 
+constexpr std::int64_t kPredictBatch = 512;
+
 void predictSplit(model::Model& model, data::ShardedData& data, data::Split split,
-                  std::int64_t batchSize, DType precision, Predictions& out,
+                  std::int64_t batchSize, std::int64_t capBytes, DType precision, Predictions& out,
                   WorkProgress& progress) {
   at::NoGradGuard noGrad;
   train::AutocastScope autocast(c10::DeviceType::CPU, precision);
@@ -57,6 +62,8 @@ void predictSplit(model::Model& model, data::ShardedData& data, data::Split spli
   for (std::int64_t begin = 0; begin < count; begin += batchSize) {
     const std::int64_t end = std::min(count, begin + batchSize);
     data::Batch batch = data.evalBatch(split, begin, end, at::kFloat);
+    std::optional<CpuAllocationScope> cap;  // Note [Evaluation batch]
+    if (capBytes > 0) cap.emplace(capBytes);
     out.outputs.push_back(model.forward(batch).to(at::kCPU, at::kFloat));
     out.indices.push_back(batch.sampleIndex.to(at::kCPU));
     out.targets.push_back(batch.targets.to(at::kCPU));
@@ -143,7 +150,20 @@ int runPredict(const ParsedArgs& args, dist::Runtime& runtime) {
       args.get("precision"), config.train.precision, c10::Device(c10::kCPU));
   log::get("app").info("predict precision: {}", precision.reason);
   Predictions predictions;
-  const std::int64_t batchSize = config.train.microBatch > 0 ? config.train.microBatch : 512;
+  // Note [Evaluation batch]: --batch, else the largest up to 512 that fits the budget.
+  const train::EvalBatchTrial trial{
+      *run.model,
+      [&](std::int64_t count) { return data->heaviestBatch(splits.front(), count, at::kFloat); },
+      data->evalCount(splits.front()),
+      c10::Device(c10::kCPU),
+      precision.dtype,
+      train::modelBytes(*run.model) + data->residentBytes(),
+      0};
+  const train::CommandBatch chosen =
+      train::commandEvalBatch(trial, std::max<std::int64_t>(config.train.microBatch, kPredictBatch),
+                              args.getInt("batch", 0), args.getDouble("memory-budget-mb", 0), 1);
+  log::get("app").info("predict {}", chosen.line);
+  const std::int64_t batchSize = chosen.batch;
   WorkProgress::Options shown;
   shown.label = "predict";
   for (data::Split split : splits)
@@ -152,7 +172,8 @@ int runPredict(const ParsedArgs& args, dist::Runtime& runtime) {
                                 splitName, config.data.path, batchSize);
   WorkProgress progress(shown);
   for (data::Split split : splits)
-    predictSplit(*run.model, *data, split, batchSize, precision.dtype, predictions, progress);
+    predictSplit(*run.model, *data, split, batchSize, chosen.roomBytes, precision.dtype,
+                 predictions, progress);
   progress.finish();
   writePredictions(args.get("out"), run, config, splitName, data->info().sampleIdDataset,
                    predictions);

@@ -1,16 +1,19 @@
 // megabatch sample --checkpoint CKPT --prompt TEXT [--max-new-tokens N] [--temperature T]
-//                  [--top-k K] [--seed S] [--stop TEXT] [--no-kv-cache]
+//                  [--top-k K] [--seed S] [--stop TEXT] [--no-kv-cache] [--memory-budget-mb MB]
 // megabatch sample --checkpoint CKPT --prompts FILE [...]: one prompt per line of FILE, one line
 // of output per prompt (the prompt and its continuation, up to the stop text), with progress
 // (Note [Work progress]).
 // Generates from a gpt checkpoint with a KV cache. Needs no data file: the checkpoint
 // describes the model.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "app/Cli.h"
+#include "common/CpuAllocationScope.h"
 #include "common/Error.h"
 #include "common/Log.h"
 #include "common/OutOfMemory.h"
@@ -20,6 +23,7 @@
 #include "model/Model.h"
 #include "model/ModelRegistry.h"
 #include "train/CheckpointModel.h"
+#include "train/EvalBatch.h"
 #include "train/Precision.h"
 
 namespace mb::app {
@@ -63,6 +67,14 @@ int runSample(const ParsedArgs& args, dist::Runtime& runtime) {
     log::get("app").info("sample precision: {}", precision.reason);
   train::AutocastScope autocast(c10::DeviceType::CPU, precision.dtype);
   MemoryPhase phase("sampling");  // Note [Out of memory is an expected error]
+  // Within the budget, or the out-of-memory message instead of the kernel's OOM killer (Note
+  // [Evaluation batch]).
+  std::string source;
+  const std::int64_t held = train::modelBytes(*run.model);
+  const std::int64_t budget = train::commandMemoryBudget(args.getDouble("memory-budget-mb", 0),
+                                                         c10::Device(c10::kCPU), 1, held, source);
+  std::optional<CpuAllocationScope> cap;
+  if (budget > 0) cap.emplace(std::max<std::int64_t>(1, budget - held));
   if (prompts.empty()) {
     model::Generation generation = model::generateText(*run.model, args.get("prompt"), options);
     std::printf("%s%s", args.get("prompt").c_str(), generation.text.c_str());

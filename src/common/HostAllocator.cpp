@@ -21,4 +21,10 @@ void keepFreedHostMemory() {
 #endif
 }
 
+void releaseFreedHostMemory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
 }  // namespace mb

@@ -67,7 +67,7 @@ TrainerState readTrainerState(hid_t file) {
   h5::Handle g = h5::openGroup(file, "trainer", kCode);
   TrainerState s;
   for (const TrainerStateField& field : trainerStateFields()) {
-    if (field.sinceFp16 && !h5::hasAttribute(g.get(), field.name)) continue;  // keep the default
+    if (field.mayBeMissing && !h5::hasAttribute(g.get(), field.name)) continue;  // keep the default
     if (field.integer != nullptr) {
       s.*field.integer = h5::readIntAttribute(g.get(), field.name, kCode);
     } else {

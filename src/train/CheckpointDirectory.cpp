@@ -49,6 +49,22 @@ void CheckpointDirectory::saveBest(const CheckpointContent& content) {
   writeCheckpointFile(bestPath(), content);
 }
 
+void CheckpointDirectory::linkBest(const std::string& stepFile) {
+  const std::string tmp = bestPath() + ".tmp";
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  // A hard link shares the step file's bytes: keep_last may remove the step file, not these.
+  fs::create_hard_link(stepFile, tmp, ec);
+  if (ec) {
+    ec.clear();
+    fs::copy_file(stepFile, tmp, fs::copy_options::overwrite_existing, ec);
+  }
+  if (ec)
+    throw CheckpointError("cannot make " + bestPath() + " from " + stepFile + ": " + ec.message(),
+                          writeHint(bestPath(), ec.value()));
+  commitFile(tmp, bestPath());
+}
+
 std::vector<std::string> CheckpointDirectory::stepFiles() const {
   std::vector<std::pair<std::int64_t, std::string>> found;
   std::error_code ec;

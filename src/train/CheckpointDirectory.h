@@ -23,6 +23,9 @@ class CheckpointDirectory {
   // Writes step-N.h5, points `latest` at it, and removes step files beyond keep_last.
   std::string save(const CheckpointContent& content);
   void saveBest(const CheckpointContent& content);
+  // best.h5 becomes the file `stepFile` (a hard link, else a copy), atomically: the evaluation
+  // after a step's checkpoint found it the best (Note [Checkpoint before evaluation]).
+  void linkBest(const std::string& stepFile);
 
   // Deletes the *.tmp files of writes that never finished (a rank killed mid-write); they are
   // never loaded, but each can be as large as a checkpoint. Returns their paths.

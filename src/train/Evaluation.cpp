@@ -6,15 +6,21 @@
 #include <c10/core/GradMode.h>
 #include <fmt/format.h>
 
+#include "common/CpuAllocationScope.h"
 #include "common/Error.h"
 #include "common/Hdf5.h"
+#include "common/HostAllocator.h"
+#include "common/Log.h"
 #include "common/OutOfMemory.h"
+#include "common/Strings.h"
 #include "data/ShardedData.h"
 #include "dist/Communicator.h"
 #include "dist/FaultInjection.h"
 #include "dist/Watchdog.h"
 #include "model/Generate.h"
 #include "model/Model.h"
+#include "train/EvalBatch.h"
+#include "train/MemoryPlan.h"
 #include "train/Precision.h"
 
 namespace mb::train {
@@ -51,29 +57,43 @@ Speaker findSpeaker(dist::Communicator& control, std::int64_t count) {
   return speaker;
 }
 
-}  // namespace
+// What one batch adds to the sums.
+struct BatchSums {
+  at::Tensor loss;
+  model::NamedTensors metrics;
+  at::Tensor rows;  // [B, rowWidth] fp64 on the CPU, or undefined
+};
 
-// Note [Evaluation batch]
-// An evaluation is forward passes only, without autograd, so it holds no activations for a
-// backward pass: on the CPU a batch far larger than the training micro-batch fits, and each
-// forward pass is then a few large matrix products instead of many small ones (the LSTM's
-// per-time-step GEMMs dominate; at 8 or 16 rows they are latency bound).
-// bench/eval_batch.py (bench/results/eval_batch.json; whole `megabatch eval` processes, one
-// thread, startup included) measured 1.51x less CPU time on configs/lstm-multitf.yaml's model
-// (256 samples, batch 8 against 256) and 1.55x on configs/demo.yaml's (4096 samples, 16 against
-// 256), with metrics equal to 1.1e-7 (relative). On the CPU the evaluation batch is therefore at
-// least kCpuEvalBatch; on a GPU it stays the training micro-batch (known to fit its memory with
-// activations for the backward pass, which an evaluation does not keep).
-constexpr std::int64_t kCpuEvalBatch = 256;
-
-std::int64_t evalMicroBatch(std::int64_t trainMicroBatch, const c10::Device& device) {
-  if (device.is_cuda()) return std::max<std::int64_t>(trainMicroBatch, 1);
-  return std::max(trainMicroBatch, kCpuEvalBatch);
+// One batch's sums, and its peak bytes (-1 when not counted) in `peak`.
+BatchSums evaluateBatch(model::Model& model, const data::Batch& batch, const c10::Device& device,
+                        const EvalOptions& options, model::SplitMetrics* splitMetrics,
+                        std::int64_t& peak) {
+  std::optional<CpuAllocationScope> cap;  // Note [Evaluation batch]
+  const bool counted = options.roomBytes > 0;
+  std::int64_t start = 0;
+  if (counted && !device.is_cuda()) cap.emplace(options.roomBytes);
+  if (counted && device.is_cuda()) {
+    resetDevicePeak(device);
+    start = deviceAllocatedBytes(device);
+  }
+  BatchSums sums;
+  {
+    AutocastScope autocast(device.type(), options.precision);
+    at::Tensor output = model.forward(batch);
+    sums.loss = model.lossSum(output, batch);
+    sums.metrics = model.metricSums(output, batch);
+    if (splitMetrics != nullptr)
+      sums.rows = splitMetrics->splitRows(output, batch).to(at::kCPU, at::kDouble);
+  }
+  peak = !counted ? -1 : cap ? cap->peakBytes() : devicePeakBytes(device) - start;
+  return sums;
 }
+
+}  // namespace
 
 std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedData& data,
                                             data::Split split, dist::Communicator& control,
-                                            c10::Device device, const EvalOptions& options) {
+                                            c10::Device device, EvalOptions& options) {
   const bool wasTraining = model.is_training();
   model.eval();
   at::NoGradGuard noGrad;
@@ -112,21 +132,51 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
   if (options.announceAtOnce) shown.quietSeconds = 0;
   WorkProgress progress(shown);
   MemoryPhase phase("evaluating the " + std::string(data::toString(split)) + " split");
-  for (std::int64_t begin = 0; begin < count; begin += options.microBatch) {
-    std::int64_t end = std::min(count, begin + options.microBatch);
+  std::int64_t batchSize = options.microBatch;
+  for (std::int64_t begin = 0; begin < count;) {
+    const std::int64_t end = std::min(count, begin + batchSize);
     dist::maybeSlowEvalBatch();
     data::Batch batch = data.evalBatch(split, begin, end, at::kFloat);
-    AutocastScope autocast(device.type(), options.precision);
-    at::Tensor output = model.forward(batch);
-    sums[1] += model.lossSum(output, batch).to(at::kDouble);
-    model::NamedTensors metrics = model.metricSums(output, batch);
-    for (std::size_t i = 0; i < metrics.size() && i < names.size(); ++i)
-      sums[static_cast<std::int64_t>(i) + 2] += metrics[i].second.to(at::kDouble);
-    if (rowWidth > 0)
-      rows.push_back(splitMetrics->splitRows(output, batch).to(at::kCPU, at::kDouble));
+    BatchSums done;
+    std::int64_t peak = -1;
+    try {
+      done =
+          evaluateBatch(model, batch, device, options, rowWidth > 0 ? splitMetrics : nullptr, peak);
+    } catch (const std::exception& e) {
+      const std::optional<OutOfMemory> oom = asOutOfMemory(e);
+      if (!options.batchChosen || end - begin == 1 || !oom) throw;
+      takeFailedPhase();
+      releaseCachedDeviceMemory(device);
+      releaseFreedHostMemory();
+      batchSize = std::max<std::int64_t>(1, (end - begin) / 2);
+      log::get("train").warn(
+          "eval {}: a batch of {} samples did not fit the {} memory budget (an allocation of {} "
+          "failed); evaluating in batches of {} from here on (Note [Evaluation batch])",
+          data::toString(split), end - begin, oom->device,
+          str::humanBytes(static_cast<double>(oom->requestedBytes)), batchSize);
+      continue;
+    }
+    sums[1] += done.loss.to(at::kDouble);
+    for (std::size_t i = 0; i < done.metrics.size() && i < names.size(); ++i)
+      sums[static_cast<std::int64_t>(i) + 2] += done.metrics[i].second.to(at::kDouble);
+    if (done.rows.defined()) rows.push_back(done.rows);
     dist::Watchdog::instance().progress();
     progress.update(end);
+    // A full batch's peak bounds the next (Note [Evaluation batch]).
+    if (options.batchChosen && end - begin == batchSize) {
+      const std::int64_t grown =
+          grownEvalBatch(batchSize, peak, options.roomBytes, options.batchLimit);
+      // Blocks of the new size do not fit the holes the old ones leave in the heap that the
+      // steps keep (Note [Keeping freed host memory]): handed back, so the peak stays ours.
+      if (grown != batchSize) releaseFreedHostMemory();
+      batchSize = grown;
+    }
+    begin = end;
   }
+  if (batchSize != options.microBatch)
+    log::get("train").debug("eval {}: batches of {} at the end (from {})", data::toString(split),
+                            batchSize, options.microBatch);
+  options.microBatch = batchSize;
   progress.finish();
   sums[0] += static_cast<double>(count);
   at::Tensor total = sums.to(at::kCPU);

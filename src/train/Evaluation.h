@@ -25,7 +25,15 @@ class Model;
 namespace mb::train {
 
 struct EvalOptions {
+  // Note [Evaluation batch]: the first batch; evaluateSplit leaves the one it ended with here.
   std::int64_t microBatch = 64;
+  // > 0: what one batch may take beside what the process holds. On the CPU its cap: past it,
+  // AllocationCapExceeded (the out-of-memory message) instead of the kernel's OOM killer.
+  std::int64_t roomBytes = 0;
+  // The batch was chosen, not given: it grows within roomBytes up to batchLimit, and one that
+  // runs out of memory (or passes the cap) is run again at half the size.
+  bool batchChosen = false;
+  std::int64_t batchLimit = 0;
   DType precision = DType::kFp32;
   std::int64_t maxSamplesPerRank = 0;  // 0 = this rank's whole part of the split
   // Progress (Note [Work progress]): the start line reads "eval val<context>: N samples, ...";
@@ -39,14 +47,11 @@ struct EvalOptions {
   bool announceAtOnce = false;
 };
 
-// Note [Evaluation batch]: the batch of an evaluation when the user sets none.
-std::int64_t evalMicroBatch(std::int64_t trainMicroBatch, const c10::Device& device);
-
 // Collective over `control`: the loss and metrics of `split` over every rank's part, as
 // {"val_loss", "val_mse", ..., "val_samples"}. Forward passes only (eval mode, no autograd).
 std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedData& data,
                                             data::Split split, dist::Communicator& control,
-                                            c10::Device device, const EvalOptions& options);
+                                            c10::Device device, EvalOptions& options);
 
 // Exact-match accuracy of greedy answers on the held-out problems of an arithmetic corpus
 // (`megabatch data arith` stores them in /heldout). nullopt when the file has none.

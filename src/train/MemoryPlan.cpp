@@ -140,6 +140,10 @@ std::string MemoryPlan::describe() const {
           ", optimizer state " + planBytes(optimizer) + ", resident data " + planBytes(data) +
           ", activations " + planBytes(activations) + " and workspace " + planBytes(workspace) +
           " at micro batch " + std::to_string(microBatch);
+  if (evalBatch > 0)
+    text += "; evaluation " +
+            (evalBytes >= 0 ? planBytes(evalBytes) + " at batch " : std::string("batch ")) +
+            std::to_string(evalBatch);
   return text;
 }
 
@@ -170,6 +174,36 @@ void measureTrialStep(const TrialStep& trial, const data::Batch& batch, MemoryPl
     throw;
   }
   leaveNoTrace();
+}
+
+std::int64_t measureEvalForward(model::Model& model, const data::Batch& batch, c10::Device device,
+                                DType precision, std::int64_t capBytes) {
+  MemoryPhase phase("the memory plan's evaluation trial");
+  // As after a trial step: what the model cached for these items is not the run's.
+  auto forget = [&] {
+    if (auto* cache = model::capability<model::EpochCache>(model)) cache->forget();
+  };
+  std::int64_t peak = 0;
+  try {
+    TrialRestorer restorer(model, device);
+    model.eval();
+    at::NoGradGuard noGrad;
+    TrialCounter counter(device, capBytes);
+    {
+      AutocastScope autocast(device.type(), precision);
+      at::Tensor output = model.forward(batch);
+      at::Tensor loss = model.lossSum(output, batch);
+      model::NamedTensors metrics = model.metricSums(output, batch);
+      if (auto* rows = model::capability<model::SplitMetrics>(model))
+        rows->splitRows(output, batch);
+    }
+    peak = counter.peak();
+  } catch (...) {
+    forget();
+    throw;
+  }
+  forget();
+  return peak + batchBytes(batch);  // the batch was gathered before
 }
 
 void setMemoryBudget(MemoryPlan& plan, double budgetMb, c10::Device device, int ranksOnNode) {

@@ -46,9 +46,13 @@ struct MemoryPlan {
   std::int64_t data = 0;
   std::int64_t activations = 0;  // held at the end of the trial's forward
   std::int64_t workspace = 0;    // the rest of the trial's peak
-  std::int64_t budget = 0;       // 0: unknown
-  std::string budgetSource;      // "train.memory_budget_mb", "0.9 x 22.1 GiB MemAvailable / 2"
-  std::string device;            // "CPU" or "GPU"
+  // Note [Evaluation batch]: the samples of an evaluation's forward pass, and what it takes
+  // (measured; -1 when not), beside the fixed part (the training's activations are gone then).
+  std::int64_t evalBatch = 0;
+  std::int64_t evalBytes = -1;
+  std::int64_t budget = 0;   // 0: unknown
+  std::string budgetSource;  // "train.memory_budget_mb", "0.9 x 22.1 GiB MemAvailable / 2"
+  std::string device;        // "CPU" or "GPU"
 
   std::int64_t fixedBytes() const;  // parameters, gradients, optimizer state and data
   std::int64_t total() const;
@@ -72,6 +76,12 @@ struct TrialStep {
 // Measures one forward + backward of `batch` into plan.activations and plan.workspace, and
 // leaves the model, its gradients and the RNG as they were (Note [Memory plan]).
 void measureTrialStep(const TrialStep& trial, const data::Batch& batch, MemoryPlan& plan);
+
+// Measures an evaluation's forward pass of `batch` (no autograd, eval mode: forward, loss,
+// metrics) into its peak bytes on the device, and leaves the model as it was. On the CPU an
+// allocation past `capBytes` (> 0) stops it: AllocationCapExceeded.
+std::int64_t measureEvalForward(model::Model& model, const data::Batch& batch, c10::Device device,
+                                DType precision, std::int64_t capBytes);
 
 // The per-rank budget (Note [Memory plan]); `ranksOnNode` share the host's memory.
 void setMemoryBudget(MemoryPlan& plan, double budgetMb, c10::Device device, int ranksOnNode);

@@ -133,7 +133,15 @@ RunOutcome Trainer::run() {
   Window window;
   bool epochStarted = false;
   RunOutcome outcome = RunOutcome::kFinished;
-  while (!schedule_->finished(state_)) {
+  if (state_.step > 0 && state_.evalPendingStep == state_.step) {
+    // Note [Checkpoint before evaluation]
+    trainLog().info(
+        "step {}'s checkpoint was written before its evaluation, which this run did not record: "
+        "evaluating it now",
+        state_.step);
+    if (evaluateAndRecord()) outcome = RunOutcome::kEarlyStopped;
+  }
+  while (outcome == RunOutcome::kFinished && !schedule_->finished(state_)) {
     if (!epochStarted) {
       data_->beginEpoch(state_.epoch);
       model::startEpoch(*model_, state_.epoch);
@@ -173,16 +181,18 @@ RunOutcome Trainer::run() {
       outcome = RunOutcome::kTooManyBadSteps;
       break;
     }
+    // Note [Checkpoint before evaluation]
+    if (after.checkpoint) {
+      const BetweenStepsTimer timer(window.checkpointSeconds);
+      if (after.evaluate) state_.evalPendingStep = state_.step;
+      saveCheckpoint(after.last ? "end of training" : "scheduled");
+    }
     if (after.evaluate) {
       const BetweenStepsTimer timer(window.evalSeconds);
-      if (afterEvaluation(evaluate(data::Split::kVal))) {
+      if (evaluateAndRecord()) {
         outcome = RunOutcome::kEarlyStopped;
         break;
       }
-    }
-    if (after.checkpoint) {
-      const BetweenStepsTimer timer(window.checkpointSeconds);
-      saveCheckpoint(after.last ? "end of training" : "scheduled");
     }
     if (stopRequested()) {
       outcome = RunOutcome::kPreempted;

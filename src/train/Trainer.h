@@ -38,6 +38,7 @@ namespace mb::train {
 
 class CarriedStates;
 class CheckpointDirectory;
+struct MemoryPlan;
 class LossScaler;
 class MetricsWriter;
 class Optimizer;
@@ -85,6 +86,7 @@ class Trainer {
   void buildModelAndOptimizer();
   void restoreFrom(std::optional<CheckpointContent>& resumed);
   void planMemory(std::int64_t rssAtStart);  // Note [Memory plan]
+  void planEvalBatch(MemoryPlan& plan);      // Note [Evaluation batch]
 
   StepResult trainStep();
   bool accumulateGradients(double normalizer, const StepRedo& redo, at::Tensor& lossSum);
@@ -94,6 +96,7 @@ class Trainer {
   WorkProgress::Options slowStepProgress(std::int64_t step, std::int64_t microSteps) const;
   std::map<std::string, double> evaluate(data::Split split);
   bool afterEvaluation(const std::map<std::string, double>& metrics);  // true: stop early
+  bool evaluateAndRecord();  // the val split, then afterEvaluation (Note [Checkpoint before ...])
   void saveCheckpoint(const char* reason);
   // Rank 0 only; `extra` from CarriedStates::gather() (collective).
   CheckpointContent snapshot(NamedTensors extra) const;
@@ -132,6 +135,9 @@ class Trainer {
   std::unique_ptr<PaceWatch> pace_;         // warnings: starved, slow, growing
   std::unique_ptr<StepChecks> checks_;      // Note [Step checks]
   TrainerState state_;
+  // Note [Evaluation batch]: set by the memory plan; 0 without one (the limit is used).
+  std::int64_t evalBatch_ = 0;
+  std::int64_t evalRoomBytes_ = 0;
 };
 
 }  // namespace mb::train

@@ -4,11 +4,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 
 #include <ATen/Functions.h>
 #include <torch/nn/module.h>
 
 #include "common/Error.h"
+#include "common/HostAllocator.h"
 #include "common/Log.h"
 #include "common/OutOfMemory.h"
 #include "common/Strings.h"
@@ -22,6 +24,7 @@
 #include "model/StateDict.h"
 #include "train/CarriedStates.h"
 #include "train/CheckpointDirectory.h"
+#include "train/EvalBatch.h"
 #include "train/Evaluation.h"
 #include "train/GpuUtilisation.h"
 #include "train/LossScaler.h"
@@ -38,6 +41,7 @@ namespace mb::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -158,8 +162,13 @@ void Trainer::logModelStatistics() const {
 std::map<std::string, double> Trainer::evaluate(data::Split split) {
   auto start = Clock::now();
   dist::averageBuffers(*dataComm_, *model_);  // Note [Buffers across ranks]
+  releaseFreedHostMemory();                   // Note [Keeping freed host memory]
   EvalOptions options;
-  options.microBatch = evalMicroBatch(microBatch(), device_);
+  // Note [Evaluation batch]: measured by the memory plan, else the limit.
+  options.microBatch = evalBatch_ > 0 ? evalBatch_ : evalBatchLimit(microBatch(), device_);
+  options.roomBytes = evalRoomBytes_;
+  options.batchChosen = evalBatch_ > 0;
+  options.batchLimit = evalBatchLimit(microBatch(), device_);
   options.precision = precision_;
   options.context = fmt::format(" at step {}", state_.step);
   options.progress = workProgressMode(config_.run.progress);
@@ -171,6 +180,8 @@ std::map<std::string, double> Trainer::evaluate(data::Split split) {
     options.boundSamples = config_.train.globalBatch;  // the estimate names train.eval_batches
   std::map<std::string, double> results =
       evaluateSplit(*model_, *data_, split, control(), device_, options);
+  if (evalBatch_ > 0) evalBatch_ = options.microBatch;  // the next starts where this one ended
+  releaseFreedHostMemory();
   const std::string prefix = std::string(data::toString(split)) + "_";
   const auto samples = static_cast<std::int64_t>(results[prefix + "samples"]);
   results.erase(prefix + "samples");
@@ -206,10 +217,14 @@ bool Trainer::afterEvaluation(const std::map<std::string, double>& metrics) {
   }
   if (after.newBest) {
     NamedTensors extra = carried_->gather();
-    CheckpointContent content;
-    if (isRoot()) content = snapshot(std::move(extra));
+    // The step's checkpoint, when it has one here, is the best: best.h5 links it.
+    const std::string stepFile = checkpoints_->stepPath(state_.step);
     dist::agreed(control(), "writing best.h5", [&] {
-      if (isRoot()) checkpoints_->saveBest(content);
+      if (!isRoot()) return;
+      if (!schedule_->needsFinalCheckpoint(state_) && fs::exists(stepFile))
+        checkpoints_->linkBest(stepFile);
+      else
+        checkpoints_->saveBest(snapshot(std::move(extra)));
     });
     trainLog().info("new best {} = {:.6g} at step {}: saved {}", rule.metric, state_.bestMetric,
                     state_.step, checkpoints_->bestPath());
@@ -221,6 +236,22 @@ bool Trainer::afterEvaluation(const std::map<std::string, double>& metrics) {
         state_.step, rule.metric, state_.evalsWithoutImprovement, state_.bestMetric,
         state_.bestStep, checkpoints_->bestPath());
   return after.stop;
+}
+
+// Note [Checkpoint before evaluation]
+// An evaluation can fail where training did not: it may run out of memory (or be killed by the
+// kernel's OOM killer, which nothing catches), hit a bug in a metric, or be preempted. So when
+// a step has both, its checkpoint is written first, and at the end of training the final
+// checkpoint comes before the final evaluation: a failed evaluation loses no training, and
+// `latest` names the step. The checkpoint cannot hold what the evaluation found (best metric,
+// evaluations without improvement), so it records that its step's evaluation was still to come
+// (eval_pending_step); a run resumed from it evaluates that step first, so best.h5 and early
+// stopping see every evaluation (a run that had finished evaluates its last step once more).
+// When the evaluation finds the best, best.h5 becomes the step's file (a hard link).
+bool Trainer::evaluateAndRecord() {
+  const std::map<std::string, double> metrics = evaluate(data::Split::kVal);
+  state_.evalPendingStep = -1;
+  return afterEvaluation(metrics);
 }
 
 CheckpointContent Trainer::snapshot(NamedTensors extra) const {
@@ -245,6 +276,7 @@ void Trainer::saveCheckpoint(const char* reason) {
   checks_->settle(state_);  // the checkpoint's bad-step count must include every finished step
   auto start = Clock::now();
   dist::averageBuffers(*dataComm_, *model_);  // Note [Buffers across ranks]
+  releaseFreedHostMemory();                   // Note [Keeping freed host memory]
   std::string path;
   NamedTensors extra = carried_->gather();
   dist::agreed(control(), "writing a checkpoint", [&] {

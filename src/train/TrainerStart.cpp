@@ -32,6 +32,7 @@
 #include "train/CheckpointModel.h"
 #include "train/CpuPrecision.h"
 #include "train/DeviceProbe.h"
+#include "train/EvalBatch.h"
 #include "train/GpuUtilisation.h"
 #include "train/LossScaler.h"
 #include "train/MemoryPlan.h"
@@ -269,14 +270,17 @@ std::int64_t tensorBytes(const at::Tensor& t) {
   return t.defined() ? t.numel() * static_cast<std::int64_t>(t.element_size()) : 0;
 }
 
-// The six parts of a plan and its budget and micro batch, as one row of doubles per rank.
-constexpr int kPlanFields = 8;
+// The six parts of a plan, its budget and micro batch, and its evaluation batch and bytes, as
+// one row of doubles per rank.
+constexpr int kPlanFields = 10;
+constexpr int kEvalBatchField = 8;
 
 at::Tensor planRow(const MemoryPlan& p) {
   return at::tensor({static_cast<double>(p.parameters), static_cast<double>(p.gradients),
                      static_cast<double>(p.optimizer), static_cast<double>(p.data),
                      static_cast<double>(p.activations), static_cast<double>(p.workspace),
-                     static_cast<double>(p.budget), static_cast<double>(p.microBatch)},
+                     static_cast<double>(p.budget), static_cast<double>(p.microBatch),
+                     static_cast<double>(p.evalBatch), static_cast<double>(p.evalBytes)},
                     at::kDouble);
 }
 
@@ -291,6 +295,8 @@ MemoryPlan planFromRow(const at::Tensor& row, const MemoryPlan& like) {
   p.workspace = v(5);
   p.budget = v(6);
   p.microBatch = v(7);
+  p.evalBatch = v(8);
+  p.evalBytes = v(9);
   return p;
 }
 
@@ -321,6 +327,32 @@ std::int64_t agreeOnMicroBatch(dist::Communicator& control, const MicroBatchChoi
 }
 
 }  // namespace
+
+void Trainer::planEvalBatch(MemoryPlan& plan) {
+  plan.evalBatch = evalBatchLimit(plan.microBatch, device_);
+  const std::int64_t items = data_->evalCount(data::Split::kVal);
+  // A model that carries state from step to step would move it in a trial forward.
+  if (carried_->count() > 0 || plan.budget <= 0 || items < 1) return;
+  const EvalBatchTrial trial{*model_,
+                             [this](std::int64_t count) {
+                               return data_->heaviestBatch(data::Split::kVal, count, at::kFloat);
+                             },
+                             items,
+                             device_,
+                             precision_,
+                             plan.fixedBytes(),
+                             plan.budget};
+  EvalBatchChoice choice;
+  const auto start = std::chrono::steady_clock::now();
+  dist::agreed(control(), "the memory plan's evaluation trial",
+               [&] { choice = chooseEvalBatch(trial, plan.evalBatch); });
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  trainLog().debug("evaluation batch: rank {} tried {} in {:.2f} s", runtime_.rank(), choice.trials,
+                   took.count());
+  plan.evalBatch = choice.batch;
+  plan.evalBytes = choice.bytes;
+  evalRoomBytes_ = choice.roomBytes;
+}
 
 void Trainer::planMemory(std::int64_t rssAtStart) {
   MemoryPlan plan;
@@ -408,10 +440,19 @@ void Trainer::planMemory(std::int64_t rssAtStart) {
         runtime_.rank(), tried, took.count(), plan.microBatch, steps, share,
         config_.train.globalBatch);
   }
+  planEvalBatch(plan);
   at::Tensor rows = control().allGather(planRow(plan), "memory plan").reshape({-1, kPlanFields});
   at::Tensor totals = rows.slice(1, 0, 6).sum(1);
   const auto most = static_cast<int>(totals.argmax().item<std::int64_t>());
-  const MemoryPlan worst = planFromRow(rows[most], plan);
+  MemoryPlan worst = planFromRow(rows[most], plan);
+  // Every rank evaluates with the smallest evaluation batch of all (Note [Evaluation batch]).
+  const auto fewest =
+      static_cast<int>(rows.select(1, kEvalBatchField).argmin().item<std::int64_t>());
+  const MemoryPlan smallestEval = planFromRow(rows[fewest], plan);
+  evalBatch_ = worst.evalBatch = smallestEval.evalBatch;
+  worst.evalBytes = smallestEval.evalBytes;
+  rows[most][kEvalBatchField] = static_cast<double>(worst.evalBatch);
+  rows[most][kEvalBatchField + 1] = static_cast<double>(worst.evalBytes);
   setMemoryPlanSummary(worst.describe());
   trainLog().info("memory plan (rank {}, the most of {}): {}{}", most, runtime_.size(),
                   worst.describe(),
@@ -433,11 +474,11 @@ void Trainer::planMemory(std::int64_t rssAtStart) {
   record.add("event", "memory_plan")
       .add("step", state_.step)
       .add("rank", static_cast<std::int64_t>(most));
-  static const char* kNames[] = {"parameters",  "gradients", "optimizer", "data",
-                                 "activations", "workspace", "budget",    "micro_batch"};
+  static const char* kNames[] = {
+      "parameters_bytes", "gradients_bytes", "optimizer_bytes", "data_bytes", "activations_bytes",
+      "workspace_bytes",  "budget_bytes",    "micro_batch",     "eval_batch", "eval_bytes"};
   for (int i = 0; i < kPlanFields; ++i)
-    record.add(std::string(kNames[i]) + (i < 7 ? "_bytes" : ""),
-               static_cast<std::int64_t>(rows[most][i].item<double>()));
+    record.add(kNames[i], static_cast<std::int64_t>(rows[most][i].item<double>()));
   record.add("total_bytes", worst.total());
   // What the process held before data and model: mem_peak_mb of the steps minus this is what
   // the run held at its peak, to set against total_bytes.

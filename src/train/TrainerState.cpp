@@ -20,8 +20,9 @@ const std::vector<TrainerStateField>& trainerStateFields() {
       {"best_step", &S::bestStep},
       {"evals_without_improvement", &S::evalsWithoutImprovement},
       {"best_metric", nullptr, &S::bestMetric},
-      {"loss_scale", nullptr, &S::lossScale, /*sinceFp16=*/true},
-      {"loss_scale_growth_tracker", &S::lossScaleGrowthTracker, nullptr, /*sinceFp16=*/true},
+      {"loss_scale", nullptr, &S::lossScale, /*mayBeMissing=*/true},
+      {"loss_scale_growth_tracker", &S::lossScaleGrowthTracker, nullptr, /*mayBeMissing=*/true},
+      {"eval_pending_step", &S::evalPendingStep, nullptr, /*mayBeMissing=*/true},
   };
   return fields;
 }

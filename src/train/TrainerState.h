@@ -33,14 +33,18 @@ struct TrainerState {
   // or bf16 run, or a checkpoint written before fp16).
   double lossScale = 0;
   std::int64_t lossScaleGrowthTracker = 0;
+  // Note [Checkpoint before evaluation]: the step whose evaluation comes after this checkpoint;
+  // -1 when none (or a checkpoint written before the order changed).
+  std::int64_t evalPendingStep = -1;
 };
 
 struct TrainerStateField {
   const char* name;  // the attribute in a checkpoint's /trainer group
   std::int64_t TrainerState::*integer = nullptr;
   double TrainerState::*real = nullptr;  // exactly one of the two is set
-  // Checkpoints written before this field existed lack it: reading keeps the default.
-  bool sinceFp16 = false;
+  // Checkpoints written before this field existed (fp16, the evaluation's order) lack it:
+  // reading keeps the default.
+  bool mayBeMissing = false;
 };
 
 // Every field of TrainerState, in the order of the checkpoint's attributes.

@@ -60,6 +60,7 @@ endforeach()
 # Out of memory is an expected error (issue 36 item 3), one CTest entry per test.
 foreach(case OneRankTest.test_every_training_phase_ends_with_a_message
              OneRankTest.test_commands_on_a_checkpoint_end_with_a_message
+             OneRankTest.test_a_failed_final_evaluation_loses_no_training
              OneRankTest.test_sample_ends_with_a_message
              OneRankTest.test_a_model_too_big_for_the_address_space_as_a_user_meets_it
              TwoRanksTest.test_every_phase_ends_every_rank_well_within_the_timeout
@@ -69,6 +70,9 @@ foreach(case OneRankTest.test_every_training_phase_ends_with_a_message
   string(REGEX REPLACE "^[A-Za-z]+\\.test_" "" short ${case})
   mb_add_python_test(train.oom.${short} train/test_out_of_memory.py ARGS ${case} TIMEOUT 300)
 endforeach()
+
+# The evaluation batch fits the memory budget, on a reduced gpt2-small.
+mb_add_python_test(train.eval_batch train/test_eval_batch.py TIMEOUT 300)
 
 # Activation recomputation (issue 37), one CTest entry per test.
 foreach(case gpt_blocks_give_the_same_gradients_bit_for_bit_on_two_ranks

@@ -62,6 +62,29 @@ class OneRankTest(OomCase):
             print("1 rank, %s: exit %d in %.1f s" % (phase, r.returncode, r.seconds))
             self.check_oom(r, 0, phase, remedy)
 
+    def test_a_failed_final_evaluation_loses_no_training(self):
+        """Note [Checkpoint before evaluation]: the step's checkpoint comes first, so `latest` names
+        the last step; a run resumed from it evaluates that step before anything else."""
+        run_dir = self.path("run")
+        r = self.oom("evaluating:1", self.train_args(run_dir))  # the second: the final one, step 6
+        self.check_oom(r, 0, "evaluating the val split", TRAIN_REMEDY)
+        self.assertIn("checkpoint (end of training) at step 6", r.output, repr(r))
+        checkpoints = os.path.join(run_dir, "checkpoints")
+        with open(os.path.join(checkpoints, "latest")) as f:
+            self.assertEqual(f.read().strip(), "step-00000006.h5")
+        # Step 3's evaluation was the best so far: best.h5 is step 3's file, linked.
+        self.assertEqual(os.stat(os.path.join(checkpoints, "best.h5")).st_ino,
+                         os.stat(os.path.join(checkpoints, "step-00000003.h5")).st_ino)
+        evals = [m["step"] for m in mbtest.read_metrics(run_dir) if m["event"] == "eval"]
+        self.assertEqual(evals, [3])
+        trained = [m["step"] for m in mbtest.read_metrics(run_dir) if m["event"] == "train"]
+        r = mbtest.run(self.train_args(run_dir), timeout=120)
+        self.assertEqual(r.returncode, 0, repr(r))
+        self.assertIn("step 6's checkpoint was written before its evaluation", r.output, repr(r))
+        records = mbtest.read_metrics(run_dir)
+        self.assertEqual([m["step"] for m in records if m["event"] == "train"], trained)  # none again
+        self.assertEqual([m["step"] for m in records if m["event"] == "eval"], [3, 6])
+
     def test_commands_on_a_checkpoint_end_with_a_message(self):
         run_dir = self.path("run")
         r = mbtest.run(self.train_args(run_dir), timeout=300)
