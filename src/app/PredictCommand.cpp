@@ -23,6 +23,7 @@
 #include "common/CpuAllocationScope.h"
 #include "common/Error.h"
 #include "common/Hdf5.h"
+#include "common/HostAllocator.h"
 #include "common/Log.h"
 #include "common/OutOfMemory.h"
 #include "common/WorkProgress.h"
@@ -58,7 +59,8 @@ void predictSplit(model::Model& model, data::ShardedData& data, data::Split spli
   at::NoGradGuard noGrad;
   train::AutocastScope autocast(c10::DeviceType::CPU, precision);
   const std::int64_t count = data.evalCount(split);
-  MemoryPhase phase("predicting");  // Note [Out of memory is an expected error]
+  const ReturnFreedHostMemory returned;  // Note [Keeping freed host memory]
+  MemoryPhase phase("predicting");       // Note [Out of memory is an expected error]
   for (std::int64_t begin = 0; begin < count; begin += batchSize) {
     const std::int64_t end = std::min(count, begin + batchSize);
     data::Batch batch = data.evalBatch(split, begin, end, at::kFloat);

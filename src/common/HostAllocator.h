@@ -24,4 +24,19 @@ void keepFreedHostMemory();
 // Returns the free heap to the kernel (glibc's malloc_trim); a no-op elsewhere.
 void releaseFreedHostMemory();
 
+// While it lives, blocks of 1 MiB and more get their own mapping, handed back when freed, and
+// the free heap is handed back at both ends: for work held to a memory budget that the steps'
+// kept heap and its holes would otherwise push past (an evaluation batch counts the bytes it
+// allocates, not the heap around them). Undone at its end, unless the user tuned malloc.
+class ReturnFreedHostMemory {
+ public:
+  ReturnFreedHostMemory();
+  ~ReturnFreedHostMemory();
+  ReturnFreedHostMemory(const ReturnFreedHostMemory&) = delete;
+  ReturnFreedHostMemory& operator=(const ReturnFreedHostMemory&) = delete;
+
+ private:
+  bool changed_ = false;
+};
+
 }  // namespace mb

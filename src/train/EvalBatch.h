@@ -25,7 +25,8 @@
 //     batch's own peak (on the CPU the cap's counter, on CUDA the allocator's peak), up to the
 //     limit; the trainer's next evaluation starts from where the last one ended. The metrics do
 //     not depend on the batch (sums in another order: equal to about 1e-7);
-//   - in training every rank starts from the smallest of every rank's;
+//   - in training every rank starts from the smallest of every rank's, and the budget is at
+//     least the training step's plan (a plan past its budget is a warning, not an error);
 //   - on the CPU every evaluation batch runs under a cap, the room (CpuAllocationScope). A
 //     chosen batch that passes it after all (heavier items than the trial's) is run again at
 //     half the size, with a warning, as a GPU's allocator failure is; a batch given by hand

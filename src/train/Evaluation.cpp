@@ -133,6 +133,9 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
   WorkProgress progress(shown);
   MemoryPhase phase("evaluating the " + std::string(data::toString(split)) + " split");
   std::int64_t batchSize = options.microBatch;
+  // Note [Evaluation batch]: the peak within the budget is the process's, not only LibTorch's.
+  std::optional<ReturnFreedHostMemory> returned;
+  if (options.roomBytes > 0 && !device.is_cuda()) returned.emplace();
   for (std::int64_t begin = 0; begin < count;) {
     const std::int64_t end = std::min(count, begin + batchSize);
     dist::maybeSlowEvalBatch();
@@ -151,7 +154,7 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
       batchSize = std::max<std::int64_t>(1, (end - begin) / 2);
       log::get("train").warn(
           "eval {}: a batch of {} samples did not fit the {} memory budget (an allocation of {} "
-          "failed); evaluating in batches of {} from here on (Note [Evaluation batch])",
+          "failed); evaluating in batches of {} from here on",
           data::toString(split), end - begin, oom->device,
           str::humanBytes(static_cast<double>(oom->requestedBytes)), batchSize);
       continue;

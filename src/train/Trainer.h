@@ -39,6 +39,7 @@ namespace mb::train {
 class CarriedStates;
 class CheckpointDirectory;
 struct MemoryPlan;
+struct EvalOptions;
 class LossScaler;
 class MetricsWriter;
 class Optimizer;
@@ -95,6 +96,7 @@ class Trainer {
   static constexpr double kSlowStepSeconds = 60;
   WorkProgress::Options slowStepProgress(std::int64_t step, std::int64_t microSteps) const;
   std::map<std::string, double> evaluate(data::Split split);
+  void fitEvalBatchToWhatIsHeld(EvalOptions& options) const;           // Note [Evaluation batch]
   bool afterEvaluation(const std::map<std::string, double>& metrics);  // true: stop early
   bool evaluateAndRecord();  // the val split, then afterEvaluation (Note [Checkpoint before ...])
   void saveCheckpoint(const char* reason);
@@ -138,6 +140,10 @@ class Trainer {
   // Note [Evaluation batch]: set by the memory plan; 0 without one (the limit is used).
   std::int64_t evalBatch_ = 0;
   std::int64_t evalRoomBytes_ = 0;
+  double evalBytesPerSample_ = 0;       // the plan's bound at evalBatch_, per sample
+  std::int64_t evalBudgetBytes_ = 0;    // the plan's budget, on the CPU
+  std::int64_t stepVariableBytes_ = 0;  // the plan's activations and workspace
+  std::int64_t rssAtStart_ = 0;         // before data, model and optimizer
 };
 
 }  // namespace mb::train

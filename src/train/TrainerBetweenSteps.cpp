@@ -2,6 +2,7 @@
 // checkpoints (with the states the model carries, CarriedStates.h). When: Schedule.h.
 #include "train/Trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -30,6 +31,7 @@
 #include "train/LossScaler.h"
 #include "train/MemoryPlan.h"
 #include "train/Metrics.h"
+#include "train/MicroBatchSearch.h"
 #include "train/Optimizer.h"
 #include "train/PaceWatch.h"
 #include "train/Schedule.h"
@@ -169,6 +171,7 @@ std::map<std::string, double> Trainer::evaluate(data::Split split) {
   options.roomBytes = evalRoomBytes_;
   options.batchChosen = evalBatch_ > 0;
   options.batchLimit = evalBatchLimit(microBatch(), device_);
+  fitEvalBatchToWhatIsHeld(options);
   options.precision = precision_;
   options.context = fmt::format(" at step {}", state_.step);
   options.progress = workProgressMode(config_.run.progress);
@@ -204,6 +207,22 @@ std::map<std::string, double> Trainer::evaluate(data::Split split) {
   trainLog().info("eval at step {} on {} {} samples{} ({:.1f} s)", state_.step, samples,
                   data::toString(split), line, secondsSince(start));
   return results;
+}
+
+// On the CPU the process holds more than the plan's fixed part (the runtime, allocator slack,
+// buffers the plan does not count): the evaluation's room is what the budget leaves above what
+// the process holds now, over what it held at its start, and the first batch fits it; never
+// less than a training step's activations and workspace.
+void Trainer::fitEvalBatchToWhatIsHeld(EvalOptions& options) const {
+  if (evalBudgetBytes_ <= 0 || evalRoomBytes_ <= 0) return;
+  // Never less than a training step takes: the step ran in it.
+  const std::int64_t held = processMemoryBytes() - rssAtStart_;
+  options.roomBytes = std::clamp<std::int64_t>(
+      evalBudgetBytes_ - held, std::min(stepVariableBytes_, evalRoomBytes_), evalRoomBytes_);
+  if (evalBytesPerSample_ <= 0) return;
+  const double fits = static_cast<double>(options.roomBytes) / (1.0 + kActivationMargin);
+  const auto bound = static_cast<std::int64_t>(fits / evalBytesPerSample_);
+  options.microBatch = std::clamp<std::int64_t>(bound, 1, options.microBatch);
 }
 
 bool Trainer::afterEvaluation(const std::map<std::string, double>& metrics) {
@@ -276,11 +295,11 @@ void Trainer::saveCheckpoint(const char* reason) {
   checks_->settle(state_);  // the checkpoint's bad-step count must include every finished step
   auto start = Clock::now();
   dist::averageBuffers(*dataComm_, *model_);  // Note [Buffers across ranks]
-  releaseFreedHostMemory();                   // Note [Keeping freed host memory]
   std::string path;
   NamedTensors extra = carried_->gather();
   dist::agreed(control(), "writing a checkpoint", [&] {
     MemoryPhase phase("assembling a checkpoint");  // Note [Out of memory is an expected error]
+    const ReturnFreedHostMemory returned;          // Note [Keeping freed host memory]
     if (isRoot()) path = checkpoints_->save(snapshot(std::move(extra)));
   });
   schedule_->checkpointed(state_.step);

@@ -333,6 +333,9 @@ void Trainer::planEvalBatch(MemoryPlan& plan) {
   const std::int64_t items = data_->evalCount(data::Split::kVal);
   // A model that carries state from step to step would move it in a trial forward.
   if (carried_->count() > 0 || plan.budget <= 0 || items < 1) return;
+  // An evaluation may take what a training step takes: a budget the step is past (a warning,
+  // not an error) does not stop it.
+  const std::int64_t budget = std::max(plan.budget, plan.total());
   const EvalBatchTrial trial{*model_,
                              [this](std::int64_t count) {
                                return data_->heaviestBatch(data::Split::kVal, count, at::kFloat);
@@ -341,7 +344,7 @@ void Trainer::planEvalBatch(MemoryPlan& plan) {
                              device_,
                              precision_,
                              plan.fixedBytes(),
-                             plan.budget};
+                             budget};
   EvalBatchChoice choice;
   const auto start = std::chrono::steady_clock::now();
   dist::agreed(control(), "the memory plan's evaluation trial",
@@ -352,9 +355,14 @@ void Trainer::planEvalBatch(MemoryPlan& plan) {
   plan.evalBatch = choice.batch;
   plan.evalBytes = choice.bytes;
   evalRoomBytes_ = choice.roomBytes;
+  if (choice.bytes > 0)
+    evalBytesPerSample_ = static_cast<double>(choice.bytes) / static_cast<double>(choice.batch);
+  if (!device_.is_cuda()) evalBudgetBytes_ = budget;
+  stepVariableBytes_ = plan.activations + plan.workspace;
 }
 
 void Trainer::planMemory(std::int64_t rssAtStart) {
+  rssAtStart_ = rssAtStart;
   MemoryPlan plan;
   plan.device = device_.is_cuda() ? "GPU" : "CPU";
   plan.microBatch = microBatch();  // auto: the largest, this rank's share of the global batch
