@@ -26,7 +26,7 @@ void keepFreedHostMemory() {
   // Older glibc caps the mmap threshold at 32 MiB. Setting the trim threshold also turns off
   // the adaptive mmap threshold, so it is set only once an mmap threshold has been accepted.
   if (mallopt(M_MMAP_THRESHOLD, 256 << 20) == 1 || mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1) {
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    mallopt(M_TRIM_THRESHOLD, static_cast<int>(kKeptHostHeapBytes));
     keeping = true;
   }
 #endif

@@ -20,6 +20,7 @@ namespace mb {
 // added to the gigabyte the steps keep (gpt2-small at 256 tokens under a 4000 MiB budget: a
 // peak RSS of 5.23 GiB without, see docs/operations.md "Evaluation batch").
 void keepFreedHostMemory();
+constexpr long long kKeptHostHeapBytes = 1LL << 30;  // the free heap kept at most
 
 // Returns the free heap to the kernel (glibc's malloc_trim); a no-op elsewhere.
 void releaseFreedHostMemory();
