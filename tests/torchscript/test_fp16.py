@@ -174,9 +174,12 @@ class Fp16TrainingTest(TorchScriptCase):
         run = self.path("old")
         config = self.fp16_config(run, 4)
         self.train(1, config, ["train.precision=fp32"])
-        for name in os.listdir(os.path.join(run, "checkpoints")):
-            if name.endswith(".h5"):
-                with h5py.File(os.path.join(run, "checkpoints", name), "r+") as f:
+        edited = set()  # best.h5 is a hard link to its step's file: edit each file once
+        for name in sorted(os.listdir(os.path.join(run, "checkpoints"))):
+            path = os.path.join(run, "checkpoints", name)
+            if name.endswith(".h5") and os.stat(path).st_ino not in edited:
+                edited.add(os.stat(path).st_ino)
+                with h5py.File(path, "r+") as f:
                     for key in ("loss_scale", "loss_scale_growth_tracker"):
                         del f["trainer"].attrs[key]  # as written before fp16
         r = self.train(1, config, SCALER_KEYS + ["train.max_steps=8"])
