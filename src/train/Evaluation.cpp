@@ -156,7 +156,6 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
       if (!options.batchChosen || end - begin == 1 || !oom) throw;
       takeFailedPhase();
       releaseCachedDeviceMemory(device);
-      releaseFreedHostMemory();
       batchSize = std::max<std::int64_t>(1, (end - begin) / 2);
       log::get("train").warn(
           "eval {}: a batch of {} samples did not fit the {} memory budget (an allocation of {} "
@@ -172,14 +171,8 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
     dist::Watchdog::instance().progress();
     progress.update(end);
     // A full batch's peak bounds the next (Note [Evaluation batch]).
-    if (options.batchChosen && end - begin == batchSize) {
-      const std::int64_t grown =
-          grownEvalBatch(batchSize, peak, options.roomBytes, options.batchLimit);
-      // Blocks of the new size do not fit the holes the old ones leave in the heap that the
-      // steps keep (Note [Keeping freed host memory]): handed back, so the peak stays ours.
-      if (grown != batchSize) releaseFreedHostMemory();
-      batchSize = grown;
-    }
+    if (options.batchChosen && end - begin == batchSize)
+      batchSize = grownEvalBatch(batchSize, peak, options.roomBytes, options.batchLimit);
     begin = end;
   }
   if (batchSize != options.microBatch)
