@@ -91,3 +91,65 @@ mb_daemon_keepalive_args() {  # mb_daemon_keepalive_args USER_ARGS BIN CONFIG [k
     printf "--mca oob_tcp_keepalive_time %d --mca oob_tcp_keepalive_intvl %d", interval, interval
     printf " --mca oob_tcp_keepalive_probes %d\n", probes }'
 }
+
+# Note [Stop signals in the launchers]
+# megabatch stops cleanly on SIGUSR1, SIGTERM or SIGINT: a checkpoint, then exit 75 (rerun the
+# same command to resume). Open MPI's mpirun forwards only SIGUSR1 (and SIGUSR2) that way. On
+# SIGTERM or SIGINT it kills its ranks: SIGTERM after odls_base_sigkill_timeout (1 s), SIGKILL
+# 1 s later, and it exits 1 even when the ranks made their checkpoint in that second. So the
+# launchers never let mpirun see those: it runs in its own session (setsid), where a Ctrl-C or
+# a kill of the launcher's process group does not reach it, and the launcher turns SIGTERM,
+# SIGINT and SIGHUP into SIGUSR1 for it, waits for the job, and exits with its code. A second
+# SIGINT ends the job at once: SIGKILL to mpirun, whose ranks follow within seconds; srun gets
+# two SIGINTs, its own "end the step now". The launcher then exits 130.
+# mb_run_job CMD... runs CMD so; it sets MB_STOP_SIGNAL (USR1, TERM, INT, HUP, or empty) and
+# MB_JOB_STATUS (the job's exit code, 130 after a second SIGINT).
+mb_run_job() {
+  MB_STOP_SIGNAL=""
+  MB_JOB_STATUS=0
+  _mb_job_name=$(basename "$1")
+  _mb_interrupted=0
+  _mb_ended=0
+  _mb_job=""
+  trap '_mb_stop_job USR1' USR1
+  trap '_mb_stop_job TERM' TERM
+  trap '_mb_stop_job INT' INT
+  trap '_mb_stop_job HUP' HUP
+  setsid "$@" </dev/null &
+  _mb_job=$!
+  # A signal before the job started: megabatch records one from its first instruction on.
+  [[ -n $MB_STOP_SIGNAL ]] && kill -USR1 "$_mb_job" 2>/dev/null
+  # `wait` returns early (status > 128) when a trap runs; wait again for the job's own status.
+  while :; do
+    _mb_interrupted=0
+    MB_JOB_STATUS=0
+    wait "$_mb_job" || MB_JOB_STATUS=$?  # not a failure under set -e: the status is the job's
+    [[ $_mb_interrupted == 1 ]] || break
+  done
+  [[ $_mb_ended == 1 ]] && MB_JOB_STATUS=130  # as a process that Ctrl-C ended
+  trap - USR1 TERM INT HUP
+}
+
+_mb_stop_job() {  # the trap of mb_run_job
+  _mb_interrupted=1
+  if [[ -z $_mb_job ]]; then  # not started yet: mb_run_job forwards it
+    [[ -n $MB_STOP_SIGNAL ]] || MB_STOP_SIGNAL=$1
+    return
+  fi
+  if [[ $1 == INT && -n $MB_STOP_SIGNAL ]]; then
+    echo "$(basename "$0"): second SIGINT at $(date '+%T'): ending the job now, without a checkpoint" >&2
+    _mb_ended=1
+    if [[ $_mb_job_name == srun ]]; then
+      kill -INT "$_mb_job" 2>/dev/null
+      sleep 0.2
+      kill -INT "$_mb_job" 2>/dev/null
+    else
+      kill -KILL "$_mb_job" 2>/dev/null
+    fi
+    return
+  fi
+  [[ -n $MB_STOP_SIGNAL ]] || MB_STOP_SIGNAL=$1
+  echo "$(basename "$0"): SIG$1 at $(date '+%T'): asking the training job to checkpoint and stop" \
+    "(SIGUSR1 to $_mb_job_name); a second Ctrl-C ends it at once" >&2
+  kill -USR1 "$_mb_job" 2>/dev/null
+}

@@ -44,8 +44,9 @@ your own in MB_MPIRUN_ARGS replace it (docs/operations.md, "Several nodes").
 
 The binary: $MEGABATCH_BIN, else <repo>/build/megabatch, else megabatch on PATH; the same path
 must hold it on every host.
-Exit codes are the job's, as for launch/train-node.sh (75: stopped after a checkpoint;
-rerun the same command to resume).
+Exit codes and stops are as for launch/train-node.sh: SIGTERM, Ctrl-C or SIGUSR1 to this script
+checkpoints every rank within seconds and exits 75 (rerun the same command to resume); a
+second Ctrl-C ends the job at once.
 
 Examples:
   launch/train-multinode.sh --hostfile hosts --ib-hca mlx5_0 --ifname ib0 configs/gpt2-small.yaml
@@ -154,4 +155,7 @@ if [[ $dry_run == 1 ]]; then
   mb_show_command "${cmd[@]}"
   exit 0
 fi
-exec "${cmd[@]}"
+# Note [Stop signals in the launchers] (common.sh): SIGTERM, SIGINT and SIGHUP reach mpirun as
+# SIGUSR1, so the job checkpoints and this script exits 75.
+mb_run_job "${cmd[@]}"
+exit "$MB_JOB_STATUS"

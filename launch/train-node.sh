@@ -29,9 +29,10 @@ When more ranks than cores are asked for, binding is dropped and --oversubscribe
 Runs as root (containers) get --allow-run-as-root; no one else does.
 
 The binary: $MEGABATCH_BIN, else <repo>/build/megabatch, else megabatch on PATH.
-The script execs mpirun, so its exit code is the job's: 0 done, 1 failure, 2 config, 3 data,
-4 checkpoint, 75 stopped after a checkpoint (rerun the same command to resume). To stop
-cleanly, send SIGUSR1 to mpirun (it forwards it to every rank); see docs/operations.md.
+The script's exit code is the job's: 0 done, 1 failure, 2 config, 3 data, 4 checkpoint,
+75 stopped after a checkpoint (rerun the same command to resume). To stop cleanly, send the
+script SIGTERM or SIGINT (Ctrl-C) or SIGUSR1: it asks every rank to checkpoint and stop,
+within seconds, and exits 75. A second Ctrl-C ends the job at once. See docs/operations.md.
 
 Examples:
   launch/train-node.sh configs/gpt2-small.yaml                 # all GPUs of the node
@@ -108,4 +109,7 @@ if [[ $dry_run == 1 ]]; then
   mb_show_command "${cmd[@]}"
   exit 0
 fi
-exec "${cmd[@]}"
+# Note [Stop signals in the launchers] (common.sh): SIGTERM, SIGINT and SIGHUP reach mpirun as
+# SIGUSR1, so the job checkpoints and this script exits 75.
+mb_run_job "${cmd[@]}"
+exit "$MB_JOB_STATUS"

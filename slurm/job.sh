@@ -12,13 +12,16 @@
 #   MB_REQUEUE=1|0           requeue after exit 75 from the preemption signal (default 1)
 #   MB_MAX_RESTARTS=N        stop requeueing after N restarts (default 50)
 #   MB_SRUN_ARGS, MB_MPIRUN_ARGS   extra launcher options, split on spaces
+#   MB_SIGNAL_LEAD_S=T       the seconds --signal gives before the time limit, when it was given
+#                            on the sbatch command line (job.sh reads the #SBATCH line itself)
 #
 # Note [Signals and requeue]
 # `#SBATCH --signal=B:USR1@300` makes SLURM send SIGUSR1 to this shell only, 300 s before the
 # time limit. A shell runs traps only between commands, so the step runs in the background
 # and the shell waits; the trap forwards SIGUSR1 to srun or mpirun, both of which pass it to
-# every rank. The ranks agree at the next step boundary, rank 0 writes a checkpoint, and every
-# rank exits 75. Then this shell calls `scontrol requeue`: the job goes back to the queue with
+# every rank. The ranks agree within seconds, between evaluation batches or micro-batches
+# (Note [Stopping within seconds] in src/train/Signals.cpp), rank 0 writes a checkpoint, and
+# every rank exits 75. Then this shell calls `scontrol requeue`: the job goes back to the queue with
 # the same id, and its next run resumes from run.dir/checkpoints/latest (run.resume: auto).
 # SIGTERM is forwarded the same way (as SIGUSR1: mpirun would kill its ranks on SIGTERM) but
 # never requeues: it means scancel, the time limit, or the scheduler's own preemption
@@ -60,38 +63,33 @@ step+=("$bin" train --config "$config")
 [[ ${MB_DEVICE:-} == cpu ]] && step+=(train.device=cpu)
 step+=("$@")
 
+# Note [Stop lead time] (src/train/Signals.cpp): SLURM does not export --signal's lead time;
+# megabatch warns when it is shorter than a stop costs. SBATCH_SIGNAL (a submit-time setting
+# the job inherits), else the batch script's last #SBATCH --signal line; no @T means 60 s.
+signal_spec=${SBATCH_SIGNAL:-$(scontrol write batch_script "$SLURM_JOB_ID" - 2>/dev/null |
+  sed -n 's/^#SBATCH[[:space:]]*--signal[= ]\([^[:space:]]*\).*/\1/p' | tail -n 1)}
+lead=${MB_SIGNAL_LEAD_S:-}
+if [[ -z $lead && -n $signal_spec ]]; then
+  lead=60
+  [[ $signal_spec == *@* ]] && lead=${signal_spec##*@}
+fi
+[[ -n $lead ]] && export MEGABATCH_STOP_LEAD_S=$lead
+
 echo "job.sh: job $SLURM_JOB_ID run $((restarts + 1)) on ${SLURM_JOB_NODELIST:-?} at $(date '+%F %T'):" \
-  "${SLURM_NTASKS:-?} task(s), $cpus CPU(s) per task"
+  "${SLURM_NTASKS:-?} task(s), $cpus CPU(s) per task, stop lead ${lead:-unknown} s"
 echo "job.sh: $(mb_show_command "${step[@]}")"
 
-child=""
-stop_signal=""
-interrupted=0
-on_signal() {
-  stop_signal=$1
-  interrupted=1
-  echo "job.sh: SIG$1 at $(date '+%T'): asking the training step to checkpoint and stop (SIGUSR1)"
-  [[ -n $child ]] && kill -USR1 "$child" 2>/dev/null
-}
-trap 'on_signal USR1' USR1
-trap 'on_signal TERM' TERM
-trap 'on_signal INT' INT
-
-"${step[@]}" &
-child=$!
-# `wait` returns early (status > 128) when a trap runs; wait again for the step's own status.
-while :; do
-  interrupted=0
-  wait "$child"
-  status=$?
-  [[ $interrupted == 1 ]] || break
-done
+# Note [Stop signals in the launchers] (launch/common.sh): every stop signal reaches the step as
+# SIGUSR1.
+mb_run_job "${step[@]}"
+status=$MB_JOB_STATUS
+stop_signal=$MB_STOP_SIGNAL
 echo "job.sh: training step exited with $status at $(date '+%T')"
 
 if [[ $status != 75 ]]; then
   exit "$status"
 fi
-if [[ $stop_signal == TERM || $stop_signal == INT ]]; then
+if [[ $stop_signal == TERM || $stop_signal == INT || $stop_signal == HUP ]]; then
   echo "job.sh: stopped by SIG$stop_signal (scancel, time limit, or the scheduler); not requeueing." \
     "The checkpoint is in run.dir: submit the same command again to resume."
   exit 75

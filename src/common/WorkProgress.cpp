@@ -259,6 +259,12 @@ void WorkProgress::finish() {
     log::setStatusLine(covered_);
     return;
   }
+  if (lines_ && options_.total > 0 && done_ < options_.total) {  // left early (a stop request)
+    writeLine(fmt::format("{}: stopped after {} of {} in {}", options_.label,
+                          amount(static_cast<double>(done_)), options_.total,
+                          str::humanDuration(clockSeconds() - start_)));
+    return;
+  }
   if (lines_) {
     const double elapsed = clockSeconds() - start_;
     writeLine(fmt::format("{}: done, {} in {} ({})", options_.label,

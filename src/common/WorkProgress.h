@@ -56,7 +56,8 @@ class WorkProgress {
   // `done` so far (of options.total): redraws the bar or writes the lines that are due.
   void update(std::int64_t done);
   void advance(std::int64_t amount);
-  // Erases the bar (putting back the status line it covered) or writes the done line.
+  // Erases the bar (putting back the status line it covered) or writes the done line ("stopped
+  // after ..." when less than options.total was done).
   void finish();
 
   std::int64_t done() const;

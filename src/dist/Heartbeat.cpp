@@ -65,6 +65,7 @@ void MpiHeartbeat::receiveFrom(int peer, PeerLine& line) {
     line.lastHeard = now;
     line.last.progress = line.in.progress;
     line.last.waiting = line.in.waiting != 0;
+    line.last.stop = line.in.stop;
     line.last.doing.assign(line.in.doing, strnlen(line.in.doing, kDoingBytes));
     if (MPI_Irecv(&line.in, sizeof(Message), MPI_BYTE, peer, kTag, comm_, &line.receive) !=
         MPI_SUCCESS)
@@ -97,6 +98,7 @@ void MpiHeartbeat::exchange(const Report& mine) {
   Message message;
   message.progress = mine.progress;
   message.waiting = mine.waiting ? 1 : 0;
+  message.stop = mine.stop;
   std::strncpy(message.doing, mine.doing.c_str(), kDoingBytes - 1);
   for (int peer = 0; peer < static_cast<int>(lines_.size()); ++peer) {
     if (peer != rank_) sendTo(peer, lines_[static_cast<std::size_t>(peer)], message);

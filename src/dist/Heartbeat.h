@@ -33,6 +33,7 @@ class MpiHeartbeat final : public PeerMonitor {
   struct Message {
     std::int64_t progress = 0;
     std::int32_t waiting = 0;
+    std::int32_t stop = 0;
     char doing[kDoingBytes] = {};
   };
   struct PeerLine {

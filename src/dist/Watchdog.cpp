@@ -162,6 +162,11 @@ void Watchdog::setCpuTimeIsProgress(bool counts) {
   cpuTimeIsProgress_ = counts;
 }
 
+void Watchdog::setStopSource(std::function<int()> source) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stopSource_ = std::move(source);
+}
+
 void Watchdog::ensureThread() {
   if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
 }
@@ -204,6 +209,7 @@ void Watchdog::check(std::unique_lock<std::mutex>& lock) {
   view.rank = log::rank();
   PeerMonitor::Report mine;
   mine.progress = reported_;
+  mine.stop = stopSource_ ? stopSource_() : 0;
   // Ids grow with the time of opening, so the map is oldest first.
   const std::map<std::uint64_t, Open> open = open_;
   for (const auto& [id, entry] : open) {
@@ -220,6 +226,10 @@ void Watchdog::check(std::unique_lock<std::mutex>& lock) {
       peers_->exchange(mine);
       view.peers = peers_->peers();
       view.heartbeats = true;
+      for (const PeerMonitor::Peer& peer : view.peers) {
+        int none = 0;
+        if (peer.last.stop != 0) peerStop_.compare_exchange_strong(none, peer.last.stop);
+      }
     }
   }
   lock.lock();

@@ -34,6 +34,7 @@ class PeerMonitor {
     std::int64_t progress = 0;  // this rank's progress count (only changes matter)
     bool waiting = false;       // in a collective
     std::string doing;          // the collective waited for, else the work ("training step 3")
+    int stop = 0;               // a stop signal this rank has seen (Note [Stopping within seconds])
   };
   struct Peer {
     int rank = 0;
@@ -100,6 +101,13 @@ class Watchdog {
   // CUDA, where the host thread spins while it waits for the GPU.
   void setCpuTimeIsProgress(bool counts);
 
+  // Stop requests travel with the heartbeats (Note [Stopping within seconds] in train/Signals.cpp):
+  // `source` is read on the watchdog thread at every check (it must be cheap and thread-safe),
+  // and its value goes to every peer. peerStop() is the first nonzero value a peer sent: an
+  // atomic load, for loops that must leave soon after any rank is asked to stop.
+  void setStopSource(std::function<int()> source);
+  int peerStop() const noexcept { return peerStop_.load(std::memory_order_relaxed); }
+
   // Ends the process now, the way a timeout does (log, abort hooks, exit code 1), for failures
   // found off the main thread that no exception can carry, e.g. an asynchronous NCCL error.
   [[noreturn]] void terminate(const std::string& reason);
@@ -164,7 +172,9 @@ class Watchdog {
   // Exchanged outside mutex_ (MPI calls), under peersMutex_; dropPeers() takes both.
   std::mutex peersMutex_;
   std::unique_ptr<PeerMonitor> peers_;
-  std::uint64_t notedScope_ = 0;  // the wait scope whose "busy peers" note was logged
+  std::uint64_t notedScope_ = 0;     // the wait scope whose "busy peers" note was logged
+  std::function<int()> stopSource_;  // under mutex_
+  std::atomic<int> peerStop_{0};
 };
 
 }  // namespace mb::dist

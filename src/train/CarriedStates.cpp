@@ -30,6 +30,17 @@ void CarriedStates::beforeBatch(std::int64_t batchInEpoch) {
   if (count_ > 0 && data_.order().laneStep(batchInEpoch).step == 0) restart();
 }
 
+void CarriedStates::keepStepStart() {
+  if (count_ == 0) return;
+  stepStart_ = model_->extraState();
+  for (auto& [name, state] : stepStart_)
+    state = state.clone();
+}
+
+void CarriedStates::backToStepStart() {
+  if (count_ > 0) model_->loadExtraState(stepStart_);
+}
+
 void CarriedStates::restart() {
   model_->resetState();
   model_->setLaneCount(count_);

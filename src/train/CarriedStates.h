@@ -29,6 +29,10 @@ class CarriedStates {
   // Before global batch `batchInEpoch` runs: a new pass of the lane order jumps back in time
   // (batch 0 starts pass 0 of an epoch), so the carried states restart.
   void beforeBatch(std::int64_t batchInEpoch);
+  // A copy of the states as a step starts, put back when the step is dropped (Note [Stopping
+  // within seconds] in Signals.cpp): its micro-batches moved the lanes they ran.
+  void keepStepStart();
+  void backToStepStart();
   // Every lane's state, assembled from each rank's own lanes (collective): what a checkpoint
   // stores under /extra.
   NamedTensors gather();
@@ -44,6 +48,7 @@ class CarriedStates {
   const data::ShardedData& data_;
   dist::Communicator& dataComm_;
   std::int64_t count_ = 0;
+  NamedTensors stepStart_;
 };
 
 }  // namespace mb::train

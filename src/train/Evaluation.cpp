@@ -23,6 +23,7 @@
 #include "train/MemoryPlan.h"
 #include "train/MicroBatchSearch.h"
 #include "train/Precision.h"
+#include "train/Signals.h"
 
 namespace mb::train {
 namespace {
@@ -142,7 +143,12 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
       static_cast<double>(kKeptHostHeapBytes) >
           kActivationMargin * static_cast<double>(options.roomBytes))
     returned.emplace();
+  bool leftEarly = false;
   for (std::int64_t begin = 0; begin < count;) {
+    if (options.leaveOnStop && stopSeen() != 0) {  // Note [Stopping within seconds]
+      leftEarly = true;
+      break;
+    }
     const std::int64_t end = std::min(count, begin + batchSize);
     dist::maybeSlowEvalBatch();
     data::Batch batch = data.evalBatch(split, begin, end, at::kFloat);
@@ -181,9 +187,16 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
   options.microBatch = batchSize;
   progress.finish();
   sums[0] += static_cast<double>(count);
-  at::Tensor total = sums.to(at::kCPU);
+  // The last entry counts the ranks that left early: the agreement costs no collective.
+  at::Tensor total =
+      at::cat({sums.to(at::kCPU), at::full({1}, leftEarly ? 1.0 : 0.0, at::kDouble)});
   control.allReduce(total, dist::ReduceOp::kSum, "eval metrics");
   auto t = total.accessor<double, 1>();
+  if (t[total.size(0) - 1] > 0) {
+    options.abandoned = true;
+    model.train(wasTraining);
+    return {};
+  }
   const double terms = std::max(1.0, t[0] * static_cast<double>(model.termsPerSample()));
   const std::string prefix = std::string(data::toString(split)) + "_";
   std::map<std::string, double> results{{prefix + "loss", t[1] / terms},

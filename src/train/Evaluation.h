@@ -42,13 +42,19 @@ struct EvalOptions {
   std::string context;
   std::int64_t boundSamples = 0;
   WorkProgress::Mode progress = WorkProgress::Mode::kAuto;
+  // Note [Stopping within seconds] in Signals.cpp: with leaveOnStop, a stop request seen between
+  // batches ends this rank's part early; if any rank left, every rank returns an empty map and
+  // sets `abandoned`.
+  bool leaveOnStop = false;
+  bool abandoned = false;
   // The start line comes at once, before the first batch (`megabatch eval`: a command the user
   // waits on); otherwise after WorkProgress's quiet seconds, so short evaluations stay quiet.
   bool announceAtOnce = false;
 };
 
 // Collective over `control`: the loss and metrics of `split` over every rank's part, as
-// {"val_loss", "val_mse", ..., "val_samples"}. Forward passes only (eval mode, no autograd).
+// {"val_loss", "val_mse", ..., "val_samples"}, or empty when abandoned for a stop request
+// (options.leaveOnStop). Forward passes only (eval mode, no autograd).
 std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedData& data,
                                             data::Split split, dist::Communicator& control,
                                             c10::Device device, EvalOptions& options);

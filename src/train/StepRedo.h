@@ -7,15 +7,16 @@
 //     gradient bucket's launch inside the backward, and leaves its micro-batch loop. Its
 //     finishGradients() then launches every bucket it has not sent, so the ranks waiting in
 //     those all-reduces get them (the sums are discarded) and no rank is left waiting.
-//   - One all-reduce on the control communicator, after the gradients, tells every rank whether
-//     a rank ran out, and which.
+//   - The all-reduce on the control communicator after the gradients (voteAfterGradients in
+//     Signals.h, which also carries stop requests) tells every rank whether a rank ran out,
+//     and which.
 //   - If one did, every rank zeroes the gradients, puts back the RNG state of the step's start,
 //     empties CUDA's cache, halves the micro-batch, and runs the same global batch again: the
 //     optimizer steps once for it, and the data position does not move. The log and
 //     metrics.jsonl (event "oom_redo") say so. A redo that runs out too halves again.
 //   - At micro-batch 1 there is nothing to halve: an out of memory ends the run as without auto
 //     (Note [Out of memory is an expected error]), as does one outside the training step.
-// Without auto the step pays no all-reduce, and an out of memory ends the run.
+// Without auto an out of memory ends the run.
 // Not put back: model buffers that a failed forward moved (BatchNorm statistics of a
 // TorchScript model) and the counters of a model's caches.
 #include <cstdint>
@@ -24,10 +25,6 @@
 #include <c10/core/Device.h>
 
 #include "train/MemoryPlan.h"
-
-namespace mb::dist {
-class Communicator;
-}
 
 namespace mb::train {
 
@@ -38,9 +35,6 @@ class StepRedo {
 
   // Whether an out of memory at this micro-batch size is caught for a redo.
   bool catches(std::int64_t microBatch) const { return enabled_ && microBatch > 1; }
-  // Collective over `control` when enabled: the highest rank that ran out, or -1 (also when not
-  // enabled, without a collective).
-  int rankThatRanOut(dist::Communicator& control, bool ranOutHere, int rank) const;
   // Before the step runs again: the RNG state of its start back, CUDA's cache emptied.
   void rewind() const;
 

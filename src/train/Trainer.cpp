@@ -96,8 +96,25 @@ double Trainer::lastStepLr() const {
 
 // --- the loop ----------------------------------------------------------------------
 
+namespace {
+
+RunOutcome outcomeOf(Trainer::AfterEval after) {
+  switch (after) {
+    case Trainer::AfterEval::kStopEarly:
+      return RunOutcome::kEarlyStopped;
+    case Trainer::AfterEval::kStopRequested:
+      return RunOutcome::kPreempted;
+    case Trainer::AfterEval::kGoOn:
+      break;
+  }
+  return RunOutcome::kFinished;
+}
+
+}  // namespace
+
 RunOutcome Trainer::run() {
-  installStopSignalHandlers();  // again: MPI initialisation may have replaced them
+  installStopSignalHandlers();   // again: MPI initialisation may have replaced them
+  shareStopRequestsWithPeers();  // Note [Stopping within seconds]
   const std::int64_t rssAtStart = processMemoryBytes();  // before data, model and optimizer
   // dist.timeout_s bounds every collective from here on (the watchdog's own default is 300 s).
   dist::Watchdog::instance().setTimeout(config_.dist.timeoutS);
@@ -111,6 +128,7 @@ RunOutcome Trainer::run() {
   buildModelAndOptimizer();
   carried_ = std::make_unique<CarriedStates>(*model_, *data_, *dataComm_);
   restoreFrom(resumed);
+  stopLead_.check(state_.microBatchSeconds, state_.checkpointWriteSeconds);  // a requeued run
 
   const std::int64_t perEpoch = data_->batchesPerEpoch();
   schedule_ = std::make_unique<Schedule>(config_, perEpoch, state_.step, device_.is_cuda());
@@ -139,7 +157,7 @@ RunOutcome Trainer::run() {
         "step {}'s checkpoint was written before its evaluation, which this run did not record: "
         "evaluating it now",
         state_.step);
-    if (evaluateAndRecord()) outcome = RunOutcome::kEarlyStopped;
+    outcome = outcomeOf(evaluateAndRecord());
   }
   while (outcome == RunOutcome::kFinished && !schedule_->finished(state_)) {
     if (!epochStarted) {
@@ -161,11 +179,17 @@ RunOutcome Trainer::run() {
       step = trainStep();
       profiler_->afterStep(state_.step + 1);
     }
+    if (step.dropped) {  // Note [Stopping within seconds]: the state is the step's start
+      outcome = RunOutcome::kPreempted;
+      break;
+    }
     ++state_.step;
     ++state_.batchInEpoch;
     state_.samplesSeen += data_->globalCount(state_.batchInEpoch - 1);
     checks_->add(state_.step, step.check);
     if (schedule_->settleChecksEveryStep()) checks_->settle(state_);
+    // MEGABATCH_FAULT_STOP_STEP (FaultInjection.h): a SIGTERM once this step has finished.
+    if (dist::trainingFaults().stopAfter(state_.step)) requestStop(SIGTERM);
 
     const Schedule::AfterStep after = schedule_->afterStep(state_);  // Note [Training schedule]
     logStep(step, window, after.log);
@@ -181,22 +205,24 @@ RunOutcome Trainer::run() {
       outcome = RunOutcome::kTooManyBadSteps;
       break;
     }
-    // Note [Checkpoint before evaluation]
+    // Note [Checkpoint before evaluation]; a stop agreed in the step leaves its evaluation to
+    // the resumed run.
+    if (after.evaluate) state_.evalPendingStep = state_.step;
     if (after.checkpoint) {
       const BetweenStepsTimer timer(window.checkpointSeconds);
-      if (after.evaluate) state_.evalPendingStep = state_.step;
       saveCheckpoint(after.last ? "end of training" : "scheduled");
+    }
+    if (step.stopSignal != 0) {
+      trainLog().warn(
+          "{} received: stopping at step {} after a checkpoint; run the same command again to "
+          "resume",
+          signalName(step.stopSignal), state_.step);
+      outcome = RunOutcome::kPreempted;
+      break;
     }
     if (after.evaluate) {
       const BetweenStepsTimer timer(window.evalSeconds);
-      if (evaluateAndRecord()) {
-        outcome = RunOutcome::kEarlyStopped;
-        break;
-      }
-    }
-    if (stopRequested()) {
-      outcome = RunOutcome::kPreempted;
-      break;
+      outcome = outcomeOf(evaluateAndRecord());
     }
   }
   progress_->finish();
@@ -237,13 +263,22 @@ Trainer::StepResult Trainer::trainStep() {
   at::Tensor lossSum;
   // Note [A step that runs out of memory is redone]
   const StepRedo redo(config_.train.autoMicroBatch > 0, device_);
+  carried_->keepStepStart();
   for (;;) {
-    const bool ranOut = accumulateGradients(normalizer, redo, lossSum);
-    const int rankThatRanOut = redo.rankThatRanOut(control(), ranOut, runtime_.rank());
-    if (rankThatRanOut < 0) break;
+    const MicroBatches mine = accumulateGradients(normalizer, redo, lossSum);
+    const StepVote vote =
+        voteAfterGradients(control(), mine.leftEarly, mine.ranOut ? runtime_.rank() : -1);
+    result.stopSignal = vote.stopSignal;
+    if (vote.stopSignal != 0 && (vote.incomplete || vote.rankThatRanOut >= 0)) {
+      dropStep(mine, vote.stopSignal);  // Note [Stopping within seconds]
+      result.dropped = true;
+      return result;
+    }
+    if (vote.rankThatRanOut < 0) break;
     optimizer_->zeroGrad();
+    carried_->backToStepStart();
     redo.rewind();
-    halveMicroBatchAfterOutOfMemory(rankThatRanOut);
+    halveMicroBatchAfterOutOfMemory(vote.rankThatRanOut);
   }
   // Gradients are identical on every rank now, so every rank takes the same decision.
   std::vector<at::Tensor> grads;
@@ -292,31 +327,37 @@ Trainer::StepResult Trainer::trainStep() {
 }
 
 // This rank's micro-batches of the step: forward and backward of each, gradients accumulated,
-// then reduced over the ranks (finishGradients). True when this rank ran out of memory and
-// `redo` catches it: the loop ends early, and finishGradients still sends every bucket.
-bool Trainer::accumulateGradients(double normalizer, const StepRedo& redo, at::Tensor& lossSum) {
+// then reduced over the ranks (finishGradients). The loop ends early when this rank runs out of
+// memory and `redo` catches it, or when a stop request is seen (Note [Stopping within seconds]);
+// finishGradients still sends every bucket, so no rank is left waiting in a reduction.
+Trainer::MicroBatches Trainer::accumulateGradients(double normalizer, const StepRedo& redo,
+                                                   at::Tensor& lossSum) {
   const std::int64_t batch = state_.batchInEpoch;
   const std::int64_t local = data_->localCount(batch);
   const std::int64_t microSize = microBatch();
-  const std::int64_t microSteps = (local + microSize - 1) / microSize;
+  MicroBatches mine;
+  mine.total = (local + microSize - 1) / microSize;
   model_->train();
   lossSum = at::zeros({}, at::TensorOptions().device(device_).dtype(at::kFloat));
   phases_->start();
-  if (microSteps == 0) reducer_->prepareForBackward(true);  // contribute zero gradients
-  WorkProgress slowStep(slowStepProgress(state_.step + 1, microSteps));
-  bool ranOut = false;
-  for (std::int64_t m = 0; m < microSteps && !ranOut; ++m) {
+  if (mine.total == 0) reducer_->prepareForBackward(true);  // contribute zero gradients
+  WorkProgress slowStep(slowStepProgress(state_.step + 1, mine.total));
+  for (std::int64_t m = 0; m < mine.total && !mine.ranOut; ++m) {
+    if (stopSeen() != 0) {
+      mine.leftEarly = true;
+      break;
+    }
     const std::int64_t begin = m * microSize;
     const std::int64_t end = std::min(local, begin + microSize);
     try {
-      reducer_->prepareForBackward(m == microSteps - 1);
+      reducer_->prepareForBackward(m == mine.total - 1);
       data::Batch micro = data_->trainBatch(batch, begin, end, at::kFloat);
       phases_->mark(Phase::kData);
       at::Tensor part;
       {
         // Names the forward for an out-of-memory message (and MEGABATCH_FAULT_OOM's tests).
         MemoryPhase forward(fmt::format("running the forward of micro-batch {}/{} in step {}",
-                                        m + 1, microSteps, state_.step + 1));
+                                        m + 1, mine.total, state_.step + 1));
         AutocastScope autocast(device_.type(), precision_);
         at::Tensor output = model_->forward(micro);
         part = model_->lossSum(output, micro).to(at::kFloat);
@@ -329,23 +370,36 @@ bool Trainer::accumulateGradients(double normalizer, const StepRedo& redo, at::T
       const std::optional<OutOfMemory> oom = asOutOfMemory(e);
       if (!oom || !redo.catches(microSize)) throw;
       trainLog().warn("rank {} ran out of {} memory in {} (micro-batch {} of {}, size {}): {}",
-                      runtime_.rank(), oom->device, takeFailedPhase(), m + 1, microSteps, microSize,
+                      runtime_.rank(), oom->device, takeFailedPhase(), m + 1, mine.total, microSize,
                       oom->requestedBytes < 0
                           ? std::string("the allocator did not say how much it was asked for")
                           : "an allocation of " +
                                 str::humanBytes(static_cast<double>(oom->requestedBytes)) +
                                 " failed");
-      ranOut = true;
+      mine.ranOut = true;
     }
     dist::maybeSlowMicroBatch(runtime_.rank());
     phases_->mark(Phase::kForwardBackward);
     dist::Watchdog::instance().progress();
+    mine.done = m + 1;
     slowStep.update(m + 1);
   }
   slowStep.finish();
   reducer_->finishGradients();
   phases_->mark(Phase::kCommunication);
-  return ranOut;
+  return mine;
+}
+
+// Every rank, after the step vote agreed on a stop that some rank's micro-batches did not wait
+// for: nothing of the step is kept, so the checkpoint holds the state of its start.
+void Trainer::dropStep(const MicroBatches& mine, int signal) {
+  optimizer_->zeroGrad();
+  carried_->backToStepStart();
+  trainLog().warn(
+      "{} received: stopping at step {} after a checkpoint; step {} was left after {} of its {} "
+      "micro-batches on this rank and is dropped (the resumed run runs it again); run the same "
+      "command again to resume",
+      signalName(signal), state_.step, state_.step + 1, mine.done, mine.total);
 }
 
 // Every rank, after some rank ran out of memory in this step under train.micro_batch: auto.
@@ -384,20 +438,6 @@ WorkProgress::Options Trainer::slowStepProgress(std::int64_t step, std::int64_t 
                                 str::humanDuration(kSlowStepSeconds));
   shown.startLineShowsProgress = true;
   return shown;
-}
-
-// All ranks agree at every step boundary: a signal to any rank stops every rank.
-bool Trainer::stopRequested() {
-  const bool stopFault = dist::trainingFaults().stopAfter(state_.step);  // FaultInjection.h
-  int local = stopFault ? SIGTERM : pendingStopSignal();
-  at::Tensor flag = at::full({1}, local, at::kInt);
-  control().allReduce(flag, dist::ReduceOp::kMax, "stop flag");
-  int signal = flag.item<int>();
-  if (signal == 0) return false;
-  trainLog().warn(
-      "{} received: stopping at step {} after a checkpoint; run the same command again to resume",
-      signalName(signal), state_.step);
-  return true;
 }
 
 }  // namespace mb::train

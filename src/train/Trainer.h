@@ -20,6 +20,7 @@
 #include "data/DataInfo.h"
 #include "train/Checkpoint.h"
 #include "train/Progress.h"
+#include "train/Signals.h"
 #include "train/StepProfiler.h"
 
 namespace mb::data {
@@ -59,6 +60,9 @@ class Trainer {
 
   RunOutcome run();
 
+  // What a scheduled evaluation leads to.
+  enum class AfterEval { kGoOn, kStopEarly, kStopRequested };
+
  private:
   struct StepResult {
     // 1-D double, on the device with host_sync = log (Note [Step checks]), else on the host:
@@ -68,6 +72,17 @@ class Trainer {
     at::Tensor check;
     std::int64_t samples = 0;
     at::Tensor loss;  // this rank's share of the step's global mean loss (device, 0-d)
+    // Note [Stopping within seconds]: a stop request every rank agreed on in this step (its
+    // signal; 0: none). `dropped`: a rank left its micro-batches early, so nothing was applied.
+    int stopSignal = 0;
+    bool dropped = false;
+  };
+  // This rank's micro-batches of a step, as accumulateGradients left them.
+  struct MicroBatches {
+    bool ranOut = false;     // out of memory, caught for a redo (Note [A step that runs out ...])
+    bool leftEarly = false;  // a stop request was seen before every micro-batch ran
+    std::int64_t done = 0;
+    std::int64_t total = 0;
   };
   // Rolling statistics between two log lines.
   struct Window {
@@ -90,19 +105,22 @@ class Trainer {
   void planEvalBatch(MemoryPlan& plan);      // Note [Evaluation batch]
 
   StepResult trainStep();
-  bool accumulateGradients(double normalizer, const StepRedo& redo, at::Tensor& lossSum);
+  MicroBatches accumulateGradients(double normalizer, const StepRedo& redo, at::Tensor& lossSum);
   void halveMicroBatchAfterOutOfMemory(int rankThatRanOut);
+  void dropStep(const MicroBatches& mine, int signal);
   // A step longer than this writes progress lines (its micro-batches done so far).
   static constexpr double kSlowStepSeconds = 60;
   WorkProgress::Options slowStepProgress(std::int64_t step, std::int64_t microSteps) const;
+  // Empty when a stop request abandoned it (Note [Stopping within seconds]).
   std::map<std::string, double> evaluate(data::Split split);
   void fitEvalBatchToWhatIsHeld(EvalOptions& options) const;           // Note [Evaluation batch]
   bool afterEvaluation(const std::map<std::string, double>& metrics);  // true: stop early
-  bool evaluateAndRecord();  // the val split, then afterEvaluation (Note [Checkpoint before ...])
+  // The val split, then afterEvaluation (Note [Checkpoint before evaluation]); a stop request
+  // abandons it (Note [Stopping within seconds]) and leaves the step's evaluation pending.
+  AfterEval evaluateAndRecord();
   void saveCheckpoint(const char* reason);
   // Rank 0 only; `extra` from CarriedStates::gather() (collective).
   CheckpointContent snapshot(NamedTensors extra) const;
-  bool stopRequested();
   // Adds the step to the window; writes the log line and metrics record when `lineDue`.
   void logStep(const StepResult& step, Window& window, bool lineDue);
   void logModelStatistics() const;
@@ -137,6 +155,7 @@ class Trainer {
   std::unique_ptr<PaceWatch> pace_;         // warnings: starved, slow, growing
   std::unique_ptr<StepChecks> checks_;      // Note [Step checks]
   TrainerState state_;
+  StopLeadCheck stopLead_;  // Note [Stop lead time]
   // Note [Evaluation batch]: set by the memory plan; 0 without one (the limit is used).
   std::int64_t evalBatch_ = 0;
   std::int64_t evalRoomBytes_ = 0;

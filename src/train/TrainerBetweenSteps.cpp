@@ -35,6 +35,7 @@
 #include "train/Optimizer.h"
 #include "train/PaceWatch.h"
 #include "train/Schedule.h"
+#include "train/Signals.h"
 #include "train/StepChecks.h"
 #include "train/StepPhases.h"
 #include "train/TrainLog.h"
@@ -80,6 +81,11 @@ void Trainer::logStep(const StepResult& step, Window& window, bool lineDue) {
   const PhaseSeconds phases = phases_->collect();  // Note [Step phases]
   const double other = std::max(elapsed - phases.total(), 0.0);
   const double steps = static_cast<double>(window.steps);
+  // Note [Stop lead time]: this rank's micro-batches in the last step, and one's time.
+  const std::int64_t microBatches = std::max<std::int64_t>(
+      1, (data_->localCount(state_.batchInEpoch - 1) + microBatch() - 1) / microBatch());
+  state_.microBatchSeconds =
+      (phases.data + phases.forwardBackward) / steps / static_cast<double>(microBatches);
   const double dataShare = phases.data / elapsed;
   const double commShare = phases.communication / elapsed;
   const std::string split =
@@ -113,7 +119,8 @@ void Trainer::logStep(const StepResult& step, Window& window, bool lineDue) {
     record.add("loss", meanLoss).add("lr", lastStepLr());
     record.add("samples_per_s", samplesPerSecond);
     if (tokens) record.add("tokens_per_s", tokensPerSecond);
-    record.add("step_time_s", stepSeconds).add("data_time_s", phases.data / steps);
+    record.add("step_time_s", stepSeconds).add("micro_batches", microBatches);
+    record.add("data_time_s", phases.data / steps);
     record.add("fwd_bwd_time_s", phases.forwardBackward / steps)
         .add("comm_time_s", phases.communication / steps)
         .add("optimizer_time_s", phases.optimizer / steps)
@@ -181,10 +188,21 @@ std::map<std::string, double> Trainer::evaluate(data::Split split) {
         runtime_.size();
   else
     options.boundSamples = config_.train.globalBatch;  // the estimate names train.eval_batches
+  options.leaveOnStop = true;                          // Note [Stopping within seconds]
   std::map<std::string, double> results =
       evaluateSplit(*model_, *data_, split, control(), device_, options);
   if (evalBatch_ > 0) evalBatch_ = options.microBatch;  // the next starts where this one ended
   releaseFreedHostMemory();
+  if (options.abandoned) {
+    const int signal = stopSeen();
+    trainLog().warn(
+        "{}: the evaluation of step {} was left after {:.1f} s and is not recorded; stopping at "
+        "step {} after a checkpoint, and the resumed run evaluates step {} first; run the same "
+        "command again to resume",
+        signal != 0 ? std::string(signalName(signal)) + " received" : "a stop request", state_.step,
+        secondsSince(start), state_.step, state_.step);
+    return {};
+  }
   const std::string prefix = std::string(data::toString(split)) + "_";
   const auto samples = static_cast<std::int64_t>(results[prefix + "samples"]);
   results.erase(prefix + "samples");
@@ -267,10 +285,13 @@ bool Trainer::afterEvaluation(const std::map<std::string, double>& metrics) {
 // (eval_pending_step); a run resumed from it evaluates that step first, so best.h5 and early
 // stopping see every evaluation (a run that had finished evaluates its last step once more).
 // When the evaluation finds the best, best.h5 becomes the step's file (a hard link).
-bool Trainer::evaluateAndRecord() {
+// A stop request abandons the evaluation (Note [Stopping within seconds]): it stays pending.
+Trainer::AfterEval Trainer::evaluateAndRecord() {
+  state_.evalPendingStep = state_.step;
   const std::map<std::string, double> metrics = evaluate(data::Split::kVal);
+  if (metrics.empty()) return AfterEval::kStopRequested;
   state_.evalPendingStep = -1;
-  return afterEvaluation(metrics);
+  return afterEvaluation(metrics) ? AfterEval::kStopEarly : AfterEval::kGoOn;
 }
 
 CheckpointContent Trainer::snapshot(NamedTensors extra) const {
@@ -303,8 +324,10 @@ void Trainer::saveCheckpoint(const char* reason) {
     if (isRoot()) path = checkpoints_->save(snapshot(std::move(extra)));
   });
   schedule_->checkpointed(state_.step);
+  state_.checkpointWriteSeconds = secondsSince(start);  // Note [Stop lead time]
   trainLog().info("checkpoint ({}) at step {}: {} in {:.2f} s", reason, state_.step, path,
-                  secondsSince(start));
+                  state_.checkpointWriteSeconds);
+  stopLead_.check(state_.microBatchSeconds, state_.checkpointWriteSeconds);
 }
 
 }  // namespace mb::train

@@ -23,6 +23,8 @@ const std::vector<TrainerStateField>& trainerStateFields() {
       {"loss_scale", nullptr, &S::lossScale, /*mayBeMissing=*/true},
       {"loss_scale_growth_tracker", &S::lossScaleGrowthTracker, nullptr, /*mayBeMissing=*/true},
       {"eval_pending_step", &S::evalPendingStep, nullptr, /*mayBeMissing=*/true},
+      {"micro_batch_seconds", nullptr, &S::microBatchSeconds, /*mayBeMissing=*/true},
+      {"checkpoint_write_seconds", nullptr, &S::checkpointWriteSeconds, /*mayBeMissing=*/true},
   };
   return fields;
 }

@@ -36,6 +36,10 @@ struct TrainerState {
   // Note [Checkpoint before evaluation]: the step whose evaluation comes after this checkpoint;
   // -1 when none (or a checkpoint written before the order changed).
   std::int64_t evalPendingStep = -1;
+  // Note [Stop lead time] (Signals.h): what a stop costs here, as last measured: one
+  // micro-batch (data, forward, backward) and one checkpoint write, in seconds; 0 = not yet.
+  double microBatchSeconds = 0;
+  double checkpointWriteSeconds = 0;
 };
 
 struct TrainerStateField {

@@ -153,7 +153,7 @@ class LaunchTest(mbtest.TempDirTestCase):
             if os.path.exists(os.path.join(run, "metrics.jsonl")) and len(train_steps(run)) >= 3:
                 break
             time.sleep(0.2)
-        os.kill(proc.pid, signal.SIGUSR1)  # the script exec'd mpirun: this is mpirun
+        os.kill(proc.pid, signal.SIGUSR1)  # the script forwards it to mpirun
         out, _ = proc.communicate(timeout=300)
         self.assertEqual(proc.returncode, 75, out[-3000:])
         stopped = train_steps(run)[-1]
@@ -161,6 +161,70 @@ class LaunchTest(mbtest.TempDirTestCase):
         r = script("train-node.sh", args[1:])  # the same command again
         self.assertExit(r, 0, "resuming from")
         self.assertEqual(train_steps(run), list(range(1, steps + 1)))
+
+    def start_node_launcher(self, run, steps, env=None):
+        args = [os.path.join(LAUNCH, "train-node.sh"), "-n", "2", "--cpu", DEMO] + overrides(self.data, run, steps)
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                                env=dict(os.environ, **(env or {})))
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None:
+            if os.path.exists(os.path.join(run, "metrics.jsonl")) and len(train_steps(run)) >= 3:
+                return args, proc
+            time.sleep(0.2)
+        proc.kill()
+        self.fail("no 3 steps within 300 s:\n" + proc.communicate()[0][-3000:])
+
+    def ranks_of(self, run):
+        found = subprocess.run(["pgrep", "-f", "run.dir=" + run], stdout=subprocess.PIPE, universal_newlines=True)
+        return [line for line in found.stdout.split() if line]
+
+    def test_sigterm_to_the_node_launcher_checkpoints_and_exits_75(self):
+        """Note [Stop signals in the launchers]: mpirun never sees the SIGTERM (it would kill its
+        ranks and exit 1); the script turns it into SIGUSR1 and exits with the job's 75."""
+        run = self.path("term")
+        steps = 100000
+        args, proc = self.start_node_launcher(run, steps)
+        sent = time.monotonic()
+        os.kill(proc.pid, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+        print("SIGTERM to train-node.sh: exit %d after %.2f s" % (proc.returncode, time.monotonic() - sent), flush=True)
+        self.assertEqual(proc.returncode, 75, out[-3000:])
+        self.assertIn("train-node.sh: SIGTERM", out)
+        stopped = train_steps(run)[-1]
+        with open(os.path.join(run, "checkpoints", "latest")) as f:
+            self.assertEqual(f.read().strip(), "step-%08d.h5" % stopped, "the checkpoint is the last step's")
+        self.assertEqual(self.ranks_of(run), [], "no rank outlives the job")
+        r = script("train-node.sh", args[1:-1] + ["train.max_steps=%d" % (stopped + 2)])
+        self.assertExit(r, 0, "resuming from")
+        self.assertEqual(train_steps(run), list(range(1, stopped + 3)))
+
+    def test_a_second_sigint_ends_the_job_at_once(self):
+        """The first Ctrl-C asks for a checkpoint; one micro-batch takes 30 s here, so the second
+        Ctrl-C is what ends the job, within seconds and without a checkpoint."""
+        run = self.path("int")
+        # The demo's step is one micro-batch per rank, slowed to 30 s: the first Ctrl-C is seen
+        # only when it ends.
+        args = [os.path.join(LAUNCH, "train-node.sh"), "-n", "2", "--cpu", DEMO] + overrides(self.data, run, 100)
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                                env=dict(os.environ, MEGABATCH_FAULT_SLOW_STEP="*:30000"))
+        deadline = time.time() + 120
+        while time.time() < deadline and len(self.ranks_of(run)) < 2:
+            time.sleep(0.2)
+        time.sleep(3)  # in the first step's micro-batch
+        os.kill(proc.pid, signal.SIGINT)
+        time.sleep(1)
+        sent = time.monotonic()
+        os.kill(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        seconds = time.monotonic() - sent
+        print("second SIGINT to train-node.sh: exit %d after %.2f s" % (proc.returncode, seconds), flush=True)
+        self.assertEqual(proc.returncode, 130, out[-3000:])
+        self.assertLess(seconds, 5, out[-3000:])
+        self.assertIn("second SIGINT", out)
+        deadline = time.time() + 5
+        while time.time() < deadline and self.ranks_of(run):
+            time.sleep(0.2)
+        self.assertEqual(self.ranks_of(run), [], "no rank outlives the job")
 
 
 class ContainerLauncherTest(mbtest.TempDirTestCase):

@@ -13,7 +13,9 @@ mb_add_python_test(reliability.bad_data reliability/test_bad_inputs.py ARGS BadD
                    LABEL reliability TIMEOUT 600)
 
 foreach(test py.train.sigterm_to_every_rank_checkpoints_and_resumes py.train.nan_step_is_skipped_on_every_rank
-             py.train.too_many_bad_steps_stops_cleanly py.dist_watchdog_hang py.data_errors)
+             py.train.too_many_bad_steps_stops_cleanly py.dist_watchdog_hang py.data_errors
+             py.train.stop.a_stop_during_an_evaluation_ends_it_within_seconds
+             py.train.stop.a_stop_in_a_long_step_drops_it_and_the_resumed_run_redoes_it)
   if(TEST ${test})
     set_property(TEST ${test} APPEND PROPERTY LABELS reliability)
   endif()

@@ -199,7 +199,7 @@ class FaultsTest(mbtest.TempDirTestCase):
         self.check_hang("1:grad bucket:20", "grad bucket")
 
     def test_hang_in_a_control_collective_ends_every_rank(self):
-        self.check_hang("1:stop flag:10", "stop flag")
+        self.check_hang("1:step vote:10", "step vote")
 
     def check_hang(self, spec, operation, timeout_s=5):
         run = self.path("hang")

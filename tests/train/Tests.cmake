@@ -71,6 +71,13 @@ foreach(case OneRankTest.test_every_training_phase_ends_with_a_message
   mb_add_python_test(train.oom.${short} train/test_out_of_memory.py ARGS ${case} TIMEOUT 300)
 endforeach()
 
+# A stop request within seconds: during an evaluation, and in a long step.
+foreach(case a_stop_during_an_evaluation_ends_it_within_seconds
+             a_stop_in_a_long_step_drops_it_and_the_resumed_run_redoes_it
+             a_lead_time_shorter_than_a_stop_is_warned_about)
+  mb_add_python_test(train.stop.${case} train/test_stopping.py ARGS StoppingTest.test_${case} TIMEOUT 300)
+endforeach()
+
 # The evaluation batch fits the memory budget, on a reduced gpt2-small.
 mb_add_python_test(train.eval_batch train/test_eval_batch.py TIMEOUT 300)
 
