@@ -109,6 +109,8 @@ class SlurmTest(unittest.TestCase):
         self.assertContinuous(run_dir, steps, log)
         self.assertTrue(self.latest_checkpoint(run_dir).endswith("step-%08d.h5" % steps))
         self.assertIn("srun --mpi=pmix", read(log))
+        # Note [Stop lead time]: SLURM exports no lead time; job.sh reads train-cpu.sbatch's line.
+        self.assertIn("stop lead 60 s", read(log))
         print("completion path: %.1f s" % (time.time() - start), flush=True)
 
     def test_b_preempt_requeue_resume(self):
