@@ -1,5 +1,7 @@
 #include "train/CarriedStates.h"
 
+#include <algorithm>
+
 #include <ATen/Functions.h>
 
 #include "common/Log.h"
@@ -30,11 +32,23 @@ void CarriedStates::beforeBatch(std::int64_t batchInEpoch) {
   if (count_ > 0 && data_.order().laneStep(batchInEpoch).step == 0) restart();
 }
 
+// Every step: the copies are kept and refilled, not allocated again.
 void CarriedStates::keepStepStart() {
   if (count_ == 0) return;
-  stepStart_ = model_->extraState();
-  for (auto& [name, state] : stepStart_)
-    state = state.clone();
+  NamedTensors now = model_->extraState();
+  const bool sameShapes =
+      now.size() == stepStart_.size() &&
+      std::equal(now.begin(), now.end(), stepStart_.begin(), [](const auto& a, const auto& b) {
+        return a.first == b.first && a.second.sizes() == b.second.sizes();
+      });
+  if (!sameShapes) {
+    stepStart_ = std::move(now);
+    for (auto& [name, state] : stepStart_)
+      state = state.clone();
+    return;
+  }
+  for (std::size_t i = 0; i < now.size(); ++i)
+    stepStart_[i].second.copy_(now[i].second);
 }
 
 void CarriedStates::backToStepStart() {

@@ -285,9 +285,9 @@ bool Trainer::afterEvaluation(const std::map<std::string, double>& metrics) {
 // (eval_pending_step); a run resumed from it evaluates that step first, so best.h5 and early
 // stopping see every evaluation (a run that had finished evaluates its last step once more).
 // When the evaluation finds the best, best.h5 becomes the step's file (a hard link).
-// A stop request abandons the evaluation (Note [Stopping within seconds]): it stays pending.
+// The caller has set state_.evalPendingStep to the step; a stop request abandons the
+// evaluation (Note [Stopping within seconds]), and it stays pending.
 Trainer::AfterEval Trainer::evaluateAndRecord() {
-  state_.evalPendingStep = state_.step;
   const std::map<std::string, double> metrics = evaluate(data::Split::kVal);
   if (metrics.empty()) return AfterEval::kStopRequested;
   state_.evalPendingStep = -1;

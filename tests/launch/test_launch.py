@@ -166,24 +166,31 @@ class LaunchTest(mbtest.TempDirTestCase):
         args = [os.path.join(LAUNCH, "train-node.sh"), "-n", "2", "--cpu", DEMO] + overrides(self.data, run, steps)
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                                 env=dict(os.environ, **(env or {})))
-        deadline = time.time() + 300
+        return args, proc
+
+    def wait_until(self, proc, run, ready, what, timeout=300):
+        deadline = time.time() + timeout
         while time.time() < deadline and proc.poll() is None:
-            if os.path.exists(os.path.join(run, "metrics.jsonl")) and len(train_steps(run)) >= 3:
-                return args, proc
+            if ready():
+                return
             time.sleep(0.2)
         proc.kill()
-        self.fail("no 3 steps within 300 s:\n" + proc.communicate()[0][-3000:])
+        subprocess.run(["pkill", "-KILL", "-f", "run.dir=" + run])  # mpirun runs in its own session
+        self.fail("%s not within %d s:\n%s" % (what, timeout, proc.communicate()[0][-3000:]))
 
     def ranks_of(self, run):
-        found = subprocess.run(["pgrep", "-f", "run.dir=" + run], stdout=subprocess.PIPE, universal_newlines=True)
-        return [line for line in found.stdout.split() if line]
+        """The megabatch processes of `run` (not the launcher or mpirun, whose command lines name it too)."""
+        found = subprocess.run(["ps", "-eo", "pid=,comm=,args="], stdout=subprocess.PIPE, universal_newlines=True)
+        return [line.split()[0] for line in found.stdout.splitlines()
+                if len(line.split()) > 2 and line.split()[1] == "megabatch" and "run.dir=" + run in line]
 
     def test_sigterm_to_the_node_launcher_checkpoints_and_exits_75(self):
         """Note [Stop signals in the launchers]: mpirun never sees the SIGTERM (it would kill its
         ranks and exit 1); the script turns it into SIGUSR1 and exits with the job's 75."""
         run = self.path("term")
-        steps = 100000
-        args, proc = self.start_node_launcher(run, steps)
+        args, proc = self.start_node_launcher(run, 100000)
+        metrics = os.path.join(run, "metrics.jsonl")
+        self.wait_until(proc, run, lambda: os.path.exists(metrics) and len(train_steps(run)) >= 3, "3 steps")
         sent = time.monotonic()
         os.kill(proc.pid, signal.SIGTERM)
         out, _ = proc.communicate(timeout=120)
@@ -194,7 +201,7 @@ class LaunchTest(mbtest.TempDirTestCase):
         with open(os.path.join(run, "checkpoints", "latest")) as f:
             self.assertEqual(f.read().strip(), "step-%08d.h5" % stopped, "the checkpoint is the last step's")
         self.assertEqual(self.ranks_of(run), [], "no rank outlives the job")
-        r = script("train-node.sh", args[1:-1] + ["train.max_steps=%d" % (stopped + 2)])
+        r = script("train-node.sh", args[1:] + ["train.max_steps=%d" % (stopped + 2)])
         self.assertExit(r, 0, "resuming from")
         self.assertEqual(train_steps(run), list(range(1, stopped + 3)))
 
@@ -204,12 +211,8 @@ class LaunchTest(mbtest.TempDirTestCase):
         run = self.path("int")
         # The demo's step is one micro-batch per rank, slowed to 30 s: the first Ctrl-C is seen
         # only when it ends.
-        args = [os.path.join(LAUNCH, "train-node.sh"), "-n", "2", "--cpu", DEMO] + overrides(self.data, run, 100)
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                                env=dict(os.environ, MEGABATCH_FAULT_SLOW_STEP="*:30000"))
-        deadline = time.time() + 120
-        while time.time() < deadline and len(self.ranks_of(run)) < 2:
-            time.sleep(0.2)
+        _, proc = self.start_node_launcher(run, 100, env={"MEGABATCH_FAULT_SLOW_STEP": "*:30000"})
+        self.wait_until(proc, run, lambda: len(self.ranks_of(run)) >= 2, "2 ranks")
         time.sleep(3)  # in the first step's micro-batch
         os.kill(proc.pid, signal.SIGINT)
         time.sleep(1)
