@@ -49,8 +49,12 @@ int runInspect(const ParsedArgs& args, dist::Runtime& runtime) {
   std::string path = args.positionals.front();
   if (runtime.rank() != 0) return 0;  // a description, not a collective job
   // A run directory or its checkpoints/latest pointer: the checkpoint `eval` would load.
-  if (std::filesystem::is_directory(path) || std::filesystem::path(path).filename() == "latest")
-    path = train::resolveCheckpointPath(path);
+  if (std::filesystem::is_directory(path) || std::filesystem::path(path).filename() == "latest") {
+    int status = 0;
+    train::readNewestCheckpoint(path,
+                                [&](const std::string& file) { status = inspectCheckpoint(file); });
+    return status;
+  }
   if (isCheckpoint(path)) return inspectCheckpoint(path);
   std::fputs(data::describeDataFile(path).c_str(), stdout);
   return 0;

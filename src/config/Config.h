@@ -217,6 +217,8 @@ struct RunConfig {
   std::int64_t logEvery = 10;
   std::string logLevel = "info";
   ProgressKind progress = ProgressKind::kAuto;
+  std::string lock = "auto";  // auto | kernel | file (Note [One writer per run directory])
+  double lockWaitS = 60.0;    // seconds to wait for a trainer on run.dir that is ending
 };
 
 struct Config {

@@ -97,6 +97,11 @@ std::vector<ConfigField> buildFields() {
                {"print_every"}),
       MB_FIELD("run.log_level", run.logLevel, "trace|debug|info|warn|error", {"verbosity"}),
       MB_FIELD("run.progress", run.progress, "auto (bar on a TTY), bar, or lines"),
+      MB_FIELD("run.lock", run.lock,
+               "how a trainer holds run.dir: auto (a file-system lock where every host sees it, "
+               "else a lock file with a heartbeat), kernel, or file"),
+      MB_FIELD("run.lock_wait_s", run.lockWaitS,
+               "seconds to wait for a trainer on run.dir that is ending (a requeue overlap)"),
       // data
       MB_FIELD("data.path", data.path, "HDF5 data file", {"file", "dataset", "data_path"}),
       MB_CHOICE_FIELD("data.layout", data.layout, layoutChoices,

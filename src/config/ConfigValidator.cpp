@@ -220,6 +220,13 @@ Problem runDirSet(const Config& c) {
   return std::nullopt;
 }
 
+Problem lockModeKnown(const Config& c) {
+  const std::string& mode = c.run.lock;
+  if (mode != "auto" && mode != "kernel" && mode != "file")
+    return "run.lock = '" + mode + "' must be auto, kernel or file";
+  return std::nullopt;
+}
+
 Problem earlyStoppingMetricKnown(const Config& c) {
   const std::string& m = c.train.earlyStopping.metric;
   if (!str::startsWith(m, "val_"))
@@ -233,6 +240,8 @@ std::vector<Rule> buildRules() {
       runDirSet,
       resumeIsModeOrPath,
       logLevelKnown,
+      lockModeKnown,
+      minimum("run.lock_wait_s", MB_GET(run.lockWaitS), 0.0),
       minimum("run.keep_last", MB_GET(run.keepLast), 1),
       minimum("run.checkpoint_every", MB_GET(run.checkpointEvery), 0),
       minimum("run.log_every", MB_GET(run.logEvery), 1),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -11,6 +12,7 @@
 #include "common/CpuAllocationScope.h"
 #include "common/Error.h"
 #include "common/Hdf5.h"
+#include "common/Log.h"
 #include "common/OutOfMemory.h"
 #include "common/Strings.h"
 #include "config/ConfigLoader.h"
@@ -218,10 +220,9 @@ ExpectedTensors expectedTensors(model::Model& module) {
   return expected;
 }
 
-TrainedModel loadTrainedModel(const std::string& fileOrRunDir,
-                              const std::vector<std::string>& overrides) {
-  TrainedModel run;
-  run.path = resolveCheckpointPath(fileOrRunDir);
+namespace {
+
+void loadTrainedModelFile(TrainedModel& run, const std::vector<std::string>& overrides) {
   // The model first, from /meta alone: its parameters and buffers are what the tensors must be
   // (Note [Checkpoints are untrusted input]), checked before one is read.
   CheckpointContent header = readCheckpointHeader(run.path);
@@ -235,6 +236,39 @@ TrainedModel loadTrainedModel(const std::string& fileOrRunDir,
   if (auto* lanes = model::capability<model::StatefulLanes>(*run.model))
     lanes->loadExtraState(run.checkpoint.extra);
   run.model->eval();
+}
+
+}  // namespace
+
+void readNewestCheckpoint(const std::string& fileOrRunDir,
+                          const std::function<void(const std::string&)>& read) {
+  // Note [One writer per run directory]: readers take no lock. A trainer replaces `latest` by
+  // rename, but its run.keep_last may remove the file `latest` named between this reader
+  // following the pointer and opening the file: then the pointer names a newer one.
+  constexpr int kTries = 5;
+  for (int attempt = 1;; ++attempt) {
+    const std::string path = resolveCheckpointPath(fileOrRunDir);
+    try {
+      read(path);
+      return;
+    } catch (const Error&) {
+      if (path == fileOrRunDir || fs::exists(path) || attempt == kTries) throw;
+      log::get("ckpt").info(
+          "{} was removed while it was read (a newer checkpoint replaced it): "
+          "reading {} again",
+          path, fileOrRunDir);
+    }
+  }
+}
+
+TrainedModel loadTrainedModel(const std::string& fileOrRunDir,
+                              const std::vector<std::string>& overrides) {
+  TrainedModel run;
+  readNewestCheckpoint(fileOrRunDir, [&](const std::string& path) {
+    run = TrainedModel{};
+    run.path = path;
+    loadTrainedModelFile(run, overrides);
+  });
   return run;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Using a trained checkpoint: find it, read its config, rebuild and load its model. Shared by
 // `megabatch eval`, `predict`, and `sample`, and by the trainer's resume.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,5 +50,11 @@ struct TrainedModel {
 // checkpoint's data description, and loads the weights. The model is on the CPU in eval mode.
 TrainedModel loadTrainedModel(const std::string& fileOrRunDir,
                               const std::vector<std::string>& overrides);
+
+// Calls `read` with the checkpoint `fileOrRunDir` names (resolveCheckpointPath). Where that came
+// from a run directory or a `latest` pointer and a trainer removed the file before `read` was
+// done with it, follows the pointer again (a few times) instead of failing.
+void readNewestCheckpoint(const std::string& fileOrRunDir,
+                          const std::function<void(const std::string&)>& read);
 
 }  // namespace mb::train

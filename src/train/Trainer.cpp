@@ -34,6 +34,7 @@
 #include "train/Optimizer.h"
 #include "train/PaceWatch.h"
 #include "train/Precision.h"
+#include "train/RunLock.h"
 #include "train/Schedule.h"
 #include "train/Signals.h"
 #include "train/StartedOrder.h"
@@ -118,6 +119,7 @@ RunOutcome Trainer::run() {
   const std::int64_t rssAtStart = processMemoryBytes();  // before data, model and optimizer
   // dist.timeout_s bounds every collective from here on (the watchdog's own default is 300 s).
   dist::Watchdog::instance().setTimeout(config_.dist.timeoutS);
+  lockRunDirectory();  // before anything reads or writes run.dir
   setUpDevice();
   prepareRunDirectory();
   warnIfCpuPrecisionIsSlow();  // after the run directory: the warning belongs in train.log
@@ -226,6 +228,7 @@ RunOutcome Trainer::run() {
     }
   }
   progress_->finish();
+  if (runLock_) runLock_->markFinishing();
   checks_->settle(state_);
   const bool collapsed = outcome == RunOutcome::kTooManyBadSteps && scaler_->enabled();
   // A resume must not start from the collapsed scale: the checkpoint keeps the last good

@@ -39,6 +39,7 @@ namespace mb::train {
 
 class CarriedStates;
 class CheckpointDirectory;
+class RunLock;
 struct MemoryPlan;
 struct EvalOptions;
 class LossScaler;
@@ -97,6 +98,7 @@ class Trainer {
   };
   void setUpDevice();
   void warnIfCpuPrecisionIsSlow();  // Note [CPU precision]
+  void lockRunDirectory();
   void prepareRunDirectory();
   std::optional<CheckpointContent> findResumePoint();
   void buildModelAndOptimizer();
@@ -147,6 +149,7 @@ class Trainer {
   std::unique_ptr<CarriedStates> carried_;  // what the model carries between steps
   std::unique_ptr<LossScaler> scaler_;      // Note [Loss scaling]; disabled unless fp16
   std::unique_ptr<Schedule> schedule_;      // every "when" (Note [Training schedule])
+  std::unique_ptr<RunLock> runLock_;        // rank 0: Note [One writer per run directory]
   std::unique_ptr<CheckpointDirectory> checkpoints_;
   std::unique_ptr<MetricsWriter> metrics_;  // rank 0 only
   std::unique_ptr<ProgressBar> progress_;   // rank 0 on a terminal

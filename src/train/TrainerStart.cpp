@@ -41,6 +41,7 @@
 #include "train/Optimizer.h"
 #include "train/PaceWatch.h"
 #include "train/Precision.h"
+#include "train/RunLock.h"
 #include "train/StepChecks.h"
 #include "train/StepPhases.h"
 #include "train/TrainLog.h"
@@ -116,6 +117,14 @@ void Trainer::warnIfCpuPrecisionIsSlow() {
   trainLog().info(
       "train.precision = {} pays on this CPU ({}): {:.2f}x the time of fp32 in the probe",
       toString(precision_), cost.flags, cost.slowdown());
+}
+
+void Trainer::lockRunDirectory() {
+  dist::agreed(control(), "taking the run directory", [&] {
+    if (!isRoot()) return;
+    runLock_ = RunLock::acquire(
+        {config_.run.dir, config_.run.lock, config_.run.lockWaitS, [] { return stopSeen() != 0; }});
+  });
 }
 
 void Trainer::prepareRunDirectory() {

@@ -78,6 +78,17 @@ foreach(case a_stop_during_an_evaluation_ends_it_within_seconds
   mb_add_python_test(train.stop.${case} train/test_stopping.py ARGS StoppingTest.test_${case} TIMEOUT 300)
 endforeach()
 
+# One run directory, one writer: a second trainer is refused; the lock dies with its holder.
+foreach(case a_second_trainer_is_refused_and_the_first_trains_as_if_alone
+             kill_9_then_the_same_command_resumes_at_once
+             kill_9_with_a_lock_file_resumes_at_once_on_the_same_host
+             on_two_ranks_every_rank_of_the_second_job_ends
+             a_trainer_that_is_ending_is_waited_for_a_bounded_time
+             eval_and_inspect_read_a_run_being_trained)
+  mb_add_python_test(train.run_lock.${case} train/test_run_lock.py ARGS RunLockTest.test_${case} TIMEOUT 180)
+  set_property(TEST py.train.run_lock.${case} APPEND PROPERTY LABELS reliability)
+endforeach()
+
 # The evaluation batch fits the memory budget, on a reduced gpt2-small.
 mb_add_python_test(train.eval_batch train/test_eval_batch.py TIMEOUT 300)
 
