@@ -23,6 +23,9 @@
 # (Note [Stopping within seconds] in src/train/Signals.cpp), rank 0 writes a checkpoint, and
 # every rank exits 75. Then this shell calls `scontrol requeue`: the job goes back to the queue with
 # the same id, and its next run resumes from run.dir/checkpoints/latest (run.resume: auto).
+# That run takes run.dir/run.lock first (Note [One writer per run directory] in
+# src/train/RunLock.cpp): free here, since this shell requeues after the step has exited; a run
+# that is still ending when the next one starts is waited for (run.lock_wait_s).
 # SIGTERM is forwarded the same way (as SIGUSR1: mpirun would kill its ranks on SIGTERM) but
 # never requeues: it means scancel, the time limit, or the scheduler's own preemption
 # (PreemptMode=REQUEUE requeues the job by itself). Any exit code other than 75 ends the job.

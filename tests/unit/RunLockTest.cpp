@@ -6,10 +6,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "common/Error.h"
+#include "train/CheckpointModel.h"
 #include "train/RunLock.h"
 
 namespace mb::train {
@@ -159,6 +162,36 @@ TEST_F(RunLockTest, LockFileWaitIsBoundedForAnEndingHolder) {
   const std::string message = refusal(options("file", 0.5));
   EXPECT_NE(message.find("stopping"), std::string::npos) << message;
   EXPECT_NE(message.find("still held after waiting"), std::string::npos) << message;
+}
+
+// Readers take no lock: when run.keep_last removed the file `latest` named before the reader was
+// done with it, the reader follows `latest` again; a file named directly is not second-guessed.
+TEST_F(RunLockTest, ReaderFollowsLatestAgainWhenItsFileWasRemoved) {
+  const fs::path checkpoints = dir_ / "checkpoints";
+  fs::create_directories(checkpoints);
+  std::ofstream(checkpoints / "step-00000001.h5") << "one";
+  std::ofstream(checkpoints / "latest") << "step-00000001.h5\n";
+  std::vector<std::string> read;
+  readNewestCheckpoint(dir_.string(), [&](const std::string& path) {
+    read.push_back(fs::path(path).filename().string());
+    if (read.size() > 1) return;
+    // The trainer writes step 2, points `latest` at it and prunes step 1 under the reader.
+    std::ofstream(checkpoints / "step-00000002.h5") << "two";
+    std::ofstream(checkpoints / "latest") << "step-00000002.h5\n";
+    fs::remove(checkpoints / "step-00000001.h5");
+    throw CheckpointError("cannot open " + path);
+  });
+  EXPECT_EQ(read, (std::vector<std::string>{"step-00000001.h5", "step-00000002.h5"}));
+
+  const std::string named = (checkpoints / "step-00000002.h5").string();
+  int calls = 0;
+  EXPECT_THROW(readNewestCheckpoint(named,
+                                    [&](const std::string&) {
+                                      ++calls;
+                                      throw CheckpointError("damaged");
+                                    }),
+               CheckpointError);
+  EXPECT_EQ(calls, 1);
 }
 
 }  // namespace
