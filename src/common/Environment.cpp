@@ -1,5 +1,7 @@
 #include "common/Environment.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 
 namespace mb::env {
@@ -47,6 +49,12 @@ std::optional<int> launcherLocalRank() {
   auto value = firstInt({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"});
   if (!value) return std::nullopt;
   return static_cast<int>(*value);
+}
+
+std::string hostName() {
+  char name[256] = {0};
+  gethostname(name, sizeof(name) - 1);
+  return name;
 }
 
 }  // namespace mb::env

@@ -17,4 +17,7 @@ int launcherWorldSize();  // 1 when not launched by a launcher
 // Rank within the node, from OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, or SLURM_LOCALID.
 std::optional<int> launcherLocalRank();
 
+// This host's name (gethostname), as other hosts and the user know it.
+std::string hostName();
+
 }  // namespace mb::env

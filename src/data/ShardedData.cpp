@@ -13,6 +13,7 @@
 
 #include <ATen/Functions.h>
 
+#include "common/Environment.h"
 #include "common/Error.h"
 #include "common/Hdf5External.h"
 #include "common/Log.h"
@@ -63,9 +64,7 @@ const char* residencyName(Residency residency) {
 }
 
 std::uint64_t hostHash(int deviceIndex) {
-  char name[256] = {0};
-  gethostname(name, sizeof(name) - 1);
-  std::string key = std::string(name) + "#" + std::to_string(deviceIndex);
+  std::string key = env::hostName() + "#" + std::to_string(deviceIndex);
   return hashBytes(key.data(), key.size());
 }
 

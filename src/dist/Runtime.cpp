@@ -29,12 +29,6 @@
 namespace mb::dist {
 namespace {
 
-std::string hostName() {
-  char name[256] = {0};
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
-
 // Local rank: launcher variables first, then ask MPI which ranks share this node.
 void discoverLocalRank(Topology& topology) {
   MPI_Comm local = MPI_COMM_NULL;
@@ -50,7 +44,7 @@ void discoverLocalRank(Topology& topology) {
 }  // namespace
 
 Runtime::Runtime(int* argc, char*** argv) {
-  topology_.host = hostName();
+  topology_.host = env::hostName();
   usesMpi_ = env::launchedByMpiLauncher();
   if (!usesMpi_) {
     control_ = std::make_shared<SingleCommunicator>();

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <vector>
 
+#include "common/Environment.h"
 #include "common/Error.h"
 #include "common/Log.h"
 #include "common/Strings.h"
@@ -57,12 +58,6 @@ std::int64_t nowUnix() {
   return static_cast<std::int64_t>(std::time(nullptr));
 }
 
-std::string hostName() {
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
-
 // The command line of this process, as `ps` would show it.
 std::string commandLine() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
@@ -94,16 +89,6 @@ std::string utcTime(std::int64_t unix) {
   char text[32];
   std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S UTC", &tm);
   return text;
-}
-
-std::vector<std::string> optionWords(const std::string& options) {
-  return str::split(options, ',');
-}
-
-bool hasWord(const std::vector<std::string>& words, const std::string& word) {
-  for (const auto& w : words)
-    if (w == word) return true;
-  return false;
 }
 
 // mountinfo escapes spaces and tabs in paths as octal (\040).
@@ -154,7 +139,7 @@ LockFileView readLockFile(const std::string& path) {
 
 // A holder on this host whose process no longer exists (a kill -9, a crash).
 bool holderIsGone(const LockOwner& owner) {
-  return owner.host == hostName() && owner.pid > 0 &&
+  return owner.host == env::hostName() && owner.pid > 0 &&
          ::kill(static_cast<pid_t>(owner.pid), 0) != 0 && errno == ESRCH;
 }
 
@@ -316,17 +301,19 @@ std::optional<LockOwner> parseLockOwner(const std::string& text) {
 }
 
 std::string whyLocksAreNodeLocal(const std::string& fsType, const std::string& options) {
-  const std::vector<std::string> words = optionWords(options);
+  const std::vector<std::string> words = str::split(options, ',');
+  const auto hasWord = [&](const std::string& word) {
+    return std::find(words.begin(), words.end(), word) != words.end();
+  };
   if (fsType == "lustre") {
-    if (hasWord(words, "flock")) return "";
-    return hasWord(words, "localflock")
-               ? "Lustre mounted with localflock keeps its locks on this node"
-               : "Lustre mounted without the flock option gives no file locks";
+    if (hasWord("flock")) return "";
+    return hasWord("localflock") ? "Lustre mounted with localflock keeps its locks on this node"
+                                 : "Lustre mounted without the flock option gives no file locks";
   }
   if (str::startsWith(fsType, "nfs")) {
-    if (hasWord(words, "nolock")) return "NFS mounted with nolock keeps its locks on this node";
+    if (hasWord("nolock")) return "NFS mounted with nolock keeps its locks on this node";
     for (const char* local : {"local_lock=all", "local_lock=posix"})
-      if (hasWord(words, local))
+      if (hasWord(local))
         return std::string("NFS mounted with ") + local + " keeps its locks on this node";
     return "";
   }
@@ -372,9 +359,10 @@ std::unique_ptr<RunLock> RunLock::acquire(RunLockOptions options) {
     throw ConfigError("cannot create run.dir '" + options.runDir + "': " + ec.message(),
                       "set run.dir to a writable directory");
   const std::string path = (fs::path(options.runDir) / "run.lock").string();
-  LockOwner me{
-      hostName(), static_cast<long>(::getpid()), nowUnix(), commandLine(), "training", "kernel",
-      newToken()};
+  LockOwner me{env::hostName(), static_cast<long>(::getpid()),
+               nowUnix(),       commandLine(),
+               "training",      "kernel",
+               newToken()};
   std::string whyFile = options.mode == "file" ? "run.lock = file" : "";
   if (options.mode == "auto") whyFile = whyLocksAreNodeLocalAt(options.runDir);
   const auto start = std::chrono::steady_clock::now();
