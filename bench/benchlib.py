@@ -156,7 +156,7 @@ def finish(name, result, host, out=""):
 def profile_steps(step, steps=20):
     """With MEGABATCH_PROFILE=FILE set, runs `step()` `steps` more times under torch's operator
     profiler and writes a Chrome trace to FILE, for bench/profile_ops.py (Note [Operator profile]
-    in src/train/StepProfiler.h). Call it after the timed steps: profiled steps are slower."""
+    in src/train/watch/StepProfiler.h). Call it after the timed steps: profiled steps are slower."""
     path = os.environ.get("MEGABATCH_PROFILE")
     if not path:
         return

@@ -110,40 +110,67 @@ def train_cmd(binary, config, path, run_dir):
 
 
 def count_instructions(binaries, workdir, config, args):
-    env = valgrind_env(binaries["new"], workdir)
+    """{row: {side: instructions}}. Sides already counted (--old-counts) are not counted again."""
+    env = valgrind_env(next(iter(binaries.values())), workdir)
+    counted = load_counts(args.old_counts) if args.old_counts else {}
     print("\n| measure | new | old | old / new |")
     print("|---|---|---|---|")
     rows = {}
 
     def row(name, counts):
+        counts = dict(counted.get(name, {}), **counts)
         rows[name] = counts
-        print("| %s | %.4g | %.4g | **%.4f** |" % (name, counts["new"], counts["old"], counts["old"] / counts["new"]),
-              flush=True)
+        new, old = counts.get("new", float("nan")), counts.get("old", float("nan"))
+        print("| %s | %.4g | %.4g | **%.4f** |" % (name, new, old, old / new), flush=True)
 
     report = os.path.join(workdir, "report.json")
     if not args.skip_gather:
         row("gather, instructions per batch (LSTM seed shape)",
             {side: per_unit(lambda n, b=b: [b, "data", "check", "--config", config, "--batches", str(n), "--report",
-                                            report], 10, 10 + args.batches, env) for side, b in binaries.items()})
+                                            report], 10, 10 + args.batches, env) for side, b in binaries.items()
+             if side not in counted.get("gather, instructions per batch (LSTM seed shape)", {})})
     demo, arith = os.path.join(workdir, "demo-small.h5"), os.path.join(workdir, "arith-small.h5")
     # Small files: loading and value checks cancel in the difference, but run ~50x slower here.
     for tool, out, extra in (("synth-series", demo, ["--rows", "20000"]),
                              ("arith", arith, ["--problems", "5000", "--heldout", "100"])):
-        subprocess.run([binaries["new"], "data", tool, "--out", out] + extra, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([next(iter(binaries.values())), "data", tool, "--out", out] + extra, check=True, stdout=subprocess.DEVNULL)
     models = {"lstm": ("demo LSTM", "demo.yaml", demo), "gpt": ("tiny GPT", "arith-gpt.yaml", arith)}
     for name, cfg, path in (models[m] for m in args.models):
-        counts = {}
+        counts, label = {}, "%s, instructions per train step" % name
         for side, b in binaries.items():
+            if side in counted.get(label, {}):
+                continue
             make = train_cmd(b, os.path.join(ROOT, "configs", cfg), path, os.path.join(workdir, side + name[-3:]))
             counts[side] = per_unit(make, 5, 5 + args.steps, env)
-        row("%s, instructions per train step" % name, counts)
+        row(label, counts)
     return rows
+
+
+def relabel_as_old(path):
+    """A copy of a one-build JSON whose "new" counts are labelled "old"."""
+    import json
+    with open(path) as f:
+        data = json.load(f)
+    data["counts"] = {row: {"old": counts["new"]} for row, counts in data["counts"].items()}
+    copy = os.path.join(tempfile.mkdtemp(prefix="mb-old-counts-"), "old.json")
+    with open(copy, "w") as f:
+        json.dump(data, f)
+    return copy
+
+
+def load_counts(path):
+    """The "counts" of an earlier --instructions run's JSON: {row: {side: instructions}}."""
+    import json
+    with open(path) as f:
+        return json.load(f)["counts"]
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("new")
-    parser.add_argument("old")
+    parser.add_argument("old", nargs="?", default="",
+                        help="with --instructions, may be left out to count the new build alone (its JSON can be "
+                             "given as --old-counts later, e.g. counting the old build before rebuilding)")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--rows", type=int, default=100000)
     parser.add_argument("--batches", type=int, default=200)
@@ -155,9 +182,19 @@ def main():
     parser.add_argument("--out", default="", help="raw JSON (default: bench/results/compare_builds-DATE.json)")
     parser.add_argument("--instructions", action="store_true",
                         help="count instructions with callgrind (use small --batches and --steps, e.g. 40 and 10)")
+    parser.add_argument("--old-counts", default="",
+                        help="with --instructions: the JSON of a one-build run (its \"new\" side) to use as the old "
+                             "side instead of counting OLD_BUILD")
     args = parser.parse_args()
-    binaries = {side: os.path.join(os.path.abspath(d), "megabatch") for side, d in (("new", args.new), ("old", args.old))}
-    host = benchlib.Host(1, binaries={"new": binaries["new"], "old": binaries["old"]})
+    if args.old_counts:
+        args.old_counts = relabel_as_old(args.old_counts)
+    sides = (("new", args.new), ("old", args.old)) if args.old else (("new", args.new),)
+    if not args.old and not args.instructions:
+        parser.error("OLD_BUILD is needed to time two builds")
+    binaries = {side: os.path.join(os.path.abspath(d), "megabatch") for side, d in sides if d}
+    if args.old_counts:
+        binaries.pop("old", None)
+    host = benchlib.Host(1, binaries=dict(binaries))
     benchlib.check_repeats(args.repeats)
     workdir = tempfile.mkdtemp(prefix="mb-compare-")
     series = os.path.join(workdir, "series.h5")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """CPU time of an evaluation at a small batch (a training micro-batch) against 256 samples per
-forward pass (Note [Evaluation batch] in src/train/EvalBatch.h), on the models of
+forward pass (Note [Evaluation batch] in src/train/memory/EvalBatch.h), on the models of
 configs/demo.yaml and configs/lstm-multitf.yaml, with the metrics of both compared.
 
     /usr/bin/python3 bench/eval_batch.py [--bin build/megabatch] [--out bench/results/eval_batch.json]

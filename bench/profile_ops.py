@@ -1,5 +1,5 @@
 """Operators per training step, megabatch against a Python baseline, from two Chrome traces
-(Note [Operator profile] in src/train/StepProfiler.h):
+(Note [Operator profile] in src/train/watch/StepProfiler.h):
 
   megabatch:  MEGABATCH_PROFILE=mb.json MEGABATCH_PROFILE_STEPS=21:40 megabatch train ...
   baselines:  MEGABATCH_PROFILE=py.json (bench/models/cpu_throughput.py --measure eager-1.13 ...,

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Builds megabatch's container images with podman, without a registry or a container runtime
-# (issue 26), and runs their test stage (docker/test-image.sh, a RUN step of the Dockerfile's
+# Builds megabatch's container images with podman, without a registry or a container runtime,
+# and runs their test stage (docker/test-image.sh, a RUN step of the Dockerfile's
 # `test` target: `podman run` needs cgroups that a CI sandbox may not have).
 #   scripts/image.sh cpu    Debian 12 + LibTorch 1.13  -> localhost/megabatch:cpu
 #   scripts/image.sh cuda   Debian 13 + CUDA LibTorch 2.6, NCCL 2.22 -> localhost/megabatch:cuda
 #                           (with the cuDNN stand-in unless MEGABATCH_CUDNN=nvidia: Note [cuDNN
 #                           stand-in] in scripts/cudnn-standin.sh)
 # The base image comes from debootstrap + podman import (it stands in for debian:bookworm /
-# debian:trixie, which a user with a registry pulls instead). Everything lives under .images/
+# debian:trixie, which a user with a registry pulls instead), from the Debian mirror this
+# machine's apt sources name (scripts/debian-mirror.sh; MEGABATCH_TRIXIE_MIRROR overrides it). Everything lives under .images/
 # of the checkout (git-ignored): storage/ (podman's images and layers), tmp/ (podman's temporary
 # files), ccache/ (the compiler cache mounted into the build stage), containers.conf,
 # storage.conf. MEGABATCH_IMAGES moves it. Needs root.
@@ -23,6 +24,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
+. scripts/debian-mirror.sh
 flavour=${1:-}
 die() {
   echo "image.sh: error: $1" >&2
@@ -81,9 +83,10 @@ start=$SECONDS
 base=localhost/megabatch-base:$suite
 if ! podman image exists "$base"; then
   echo "image.sh: debootstrap $suite -> $base"
+  mirror=$(debian_mirror) || die "no Debian mirror to bootstrap $suite from" "see the line above"
   rm -rf "$images/base-$suite"
   unshare --mount --propagation private -- debootstrap --variant=minbase --components="$components" "$suite" \
-    "$images/base-$suite" "${MEGABATCH_TRIXIE_MIRROR:-http://deb.debian.org/debian}" >"$images/base-$suite.log" 2>&1 ||
+    "$images/base-$suite" "$mirror" >"$images/base-$suite.log" 2>&1 ||
     { tail -20 "$images/base-$suite.log" >&2; die "debootstrap $suite failed (log: $images/base-$suite.log)"; }
   rm -rf "$images/base-$suite"/var/cache/apt/archives/*.deb "$images/base-$suite"/var/lib/apt/lists/*
   tar -C "$images/base-$suite" -c . | podman import --change 'CMD ["/bin/bash"]' - "$base" >/dev/null

@@ -12,7 +12,7 @@
 #  2. The LibTorch 2.6 stage, in a Debian 13 root (scripts/trixie-root.sh). By default the root
 #     holds Debian's CUDA LibTorch 2.6 with CUDA 12.4, NCCL 2.22, NVML and python3-torch-cuda
 #     (MEGABATCH_TORCH2_FLAVOUR=cuda, issue 26): scripts/build-cuda.sh compiles the full CUDA build
-#     (every *Cuda.cpp, the NCCL backend, NVML, CUDA graphs, the GPU test binary) into
+#     (every *Cuda.cpp, the NCCL backend, NVML, the GPU test binary) into
 #     build-cuda/ with 0 compiler/linker warnings allowed, and the tests labelled torch2 (every
 #     unit test, the parity tests against PyTorch 2.6, a 2-rank SIGTERM -> resume, the checkpoint
 #     round trip, fp16 against torch.amp.GradScaler: tests/Torch2.cmake) and cuda-build (what a

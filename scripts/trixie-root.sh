@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # A Debian 13 ("trixie") root for building and testing megabatch against LibTorch 2.6 (Debian's
-# libtorch-dev and python3-torch 2.6, CPU) on a Debian 12 machine (issue 16). Needs root.
+# libtorch-dev and python3-torch 2.6, CPU) on a Debian 12 machine. Needs root.
 #   scripts/trixie-root.sh setup              make the root, or bring its packages up to date
 #   scripts/trixie-root.sh run CMD [ARGS...]  setup, then run CMD inside the root
 #   scripts/trixie-root.sh path               print the root's folder
 # The root lives in .trixie-root/ of the checkout (git-ignored; MEGABATCH_TRIXIE_ROOT moves it,
-# MEGABATCH_TRIXIE_MIRROR picks the Debian mirror).
-# MEGABATCH_TRIXIE_FLAVOUR=cuda (issue 26) makes a second root, .trixie-cuda-root/, with the
+# the Debian mirror is the one this machine's apt sources name, scripts/debian-mirror.sh;
+# MEGABATCH_TRIXIE_MIRROR overrides it).
+# MEGABATCH_TRIXIE_FLAVOUR=cuda makes a second root, .trixie-cuda-root/, with the
 # contrib and non-free sections and the CUDA build's packages instead of the CPU LibTorch:
 # libtorch-cuda-dev 2.6 (CUDA 12.4), nvidia-cuda-toolkit/nvidia-cuda-dev 12.4, libnccl-dev 2.22
 # and libnvidia-ml-dev (about 1.5 GB to download, 5 GB installed). Note [cuDNN stand-in]: Debian's
@@ -32,7 +33,8 @@ case $flavour in
   cuda) root=${MEGABATCH_TRIXIE_ROOT:-$repo/.trixie-cuda-root} ;;
   *) echo "trixie-root.sh: MEGABATCH_TRIXIE_FLAVOUR=$flavour: use cpu or cuda" >&2; exit 2 ;;
 esac
-mirror=${MEGABATCH_TRIXIE_MIRROR:-http://deb.debian.org/debian}
+. "$repo/scripts/debian-mirror.sh"
+mirror=$(debian_mirror) || exit 1
 suite=trixie
 stamp=etc/megabatch-packages
 

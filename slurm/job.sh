@@ -24,7 +24,7 @@
 # every rank exits 75. Then this shell calls `scontrol requeue`: the job goes back to the queue with
 # the same id, and its next run resumes from run.dir/checkpoints/latest (run.resume: auto).
 # That run takes run.dir/run.lock first (Note [One writer per run directory] in
-# src/train/RunLock.cpp): free here, since this shell requeues after the step has exited; a run
+# src/train/checkpoints/RunLock.cpp): free here, since this shell requeues after the step has exited; a run
 # that is still ending when the next one starts is waited for (run.lock_wait_s).
 # SIGTERM is forwarded the same way (as SIGUSR1: mpirun would kill its ranks on SIGTERM) but
 # never requeues: it means scancel, the time limit, or the scheduler's own preemption

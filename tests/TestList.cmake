@@ -32,10 +32,15 @@ endif()
 set_tests_properties(style.clang_format PROPERTIES LABELS style)
 
 # Layers: every #include in src/ runs down app -> train -> model -> data -> dist -> config ->
-# common, and no file in src/ is over 600 lines (docs/architecture.md).
+# common, train/'s rooms never include the trainer above them, and no file in src/ is over 600
+# lines (docs/architecture.md).
 mb_add_python_test(style_layering style/test_layering.py LABEL style TIMEOUT 60)
+# Every project path named in a comment or document exists (tests/style/test_paths.py).
+mb_add_python_test(style_paths style/test_paths.py LABEL style TIMEOUT 60)
+# The Debian mirror bootstrapped roots are made from: the one the apt sources name.
+mb_add_python_test(scripts.debian_mirror scripts/test_debian_mirror.py TIMEOUT 60)
 
-# Shipped configs (issue 28): each one's header commands run, shrunk (tests/configs/test_config_headers.py).
+# Shipped configs: each one's header commands run, shrunk (tests/configs/test_config_headers.py).
 file(GLOB MB_SHIPPED_CONFIGS RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
   ${PROJECT_SOURCE_DIR}/configs/*.yaml ${PROJECT_SOURCE_DIR}/examples/*/*.yaml)
 foreach(config ${MB_SHIPPED_CONFIGS})

@@ -165,7 +165,7 @@ def parse_yaml_scalars(text):
 
 
 def learning_rate(cfg, step, total):
-    """megabatch's train/Optimizer.cpp learningRate(): linear warm-up, then cosine/linear/constant."""
+    """megabatch's train/loop/Optimizer.cpp learningRate(): linear warm-up, then cosine/linear/constant."""
     peak, warmup = float(cfg["optim.lr"]), int(cfg["optim.warmup_steps"])
     if step < warmup:
         return peak * (step + 1) / warmup
@@ -1223,7 +1223,7 @@ def main():
 
     bench = Bench(args)
     if bench.cuda:
-        # What megabatch's enableFastCudaMath() sets (src/train/Precision.cpp).
+        # What megabatch's enableFastCudaMath() sets (src/train/precision/Precision.cpp).
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
         torch.backends.cudnn.benchmark = True

@@ -10,10 +10,13 @@ if [[ -n ${FRESH_ROOT_TAR:-} ]]; then
   for m in dev/pts dev sys proc; do mountpoint -q $root/$m && umount $root/$m; done
   rm -rf $root && mkdir -p $root && tar -C $root -xf "$FRESH_ROOT_TAR"
 fi
+# The root's apt sources use the mirrors this machine's apt sources name (a company mirror, a proxy).
+. /work/main/scripts/debian-mirror.sh
+mirror=$(debian_mirror) && security=$(debian_mirror security)
 cat > $root/etc/apt/sources.list <<SRC
-deb http://deb.debian.org/debian bookworm main
-deb http://deb.debian.org/debian bookworm-updates main
-deb http://deb.debian.org/debian-security bookworm-security main
+deb $mirror bookworm main
+deb $mirror bookworm-updates main
+deb $security bookworm-security main
 SRC
 cp /etc/resolv.conf $root/etc/resolv.conf
 for m in proc sys dev dev/pts; do mountpoint -q $root/$m || mount --bind /$m $root/$m; done

@@ -15,8 +15,8 @@
 #include "dist/Runtime.h"
 #include "megabatch/Version.h"
 #include "model/ModelRegistry.h"
-#include "train/DeviceProbe.h"
 #include "train/Signals.h"
+#include "train/precision/DeviceProbe.h"
 
 namespace mb::app {
 namespace {
@@ -43,7 +43,7 @@ const char* kTorchScriptNote =
     "model.path (not arbitrary Python, but code): train, eval, predict and export only archives\n"
     "you trust. Checkpoints hold tensors only (no pickles, no code).";
 
-// eval and predict: Note [Precision of a new run] in train/Precision.h.
+// eval and predict: Note [Precision of a new run] in train/precision/Precision.h.
 constexpr const char* kPrecisionHelp =
     "fp32, bf16, fp16 or auto (default: fp32 on the CPU, the training precision on a GPU)";
 

@@ -18,11 +18,11 @@
 #include "model/Model.h"
 #include "model/ModelRegistry.h"
 #include "train/CheckpointModel.h"
-#include "train/CpuPrecision.h"
-#include "train/EvalBatch.h"
 #include "train/Evaluation.h"
-#include "train/Metrics.h"
-#include "train/Precision.h"
+#include "train/memory/EvalBatch.h"
+#include "train/precision/CpuPrecision.h"
+#include "train/precision/Precision.h"
+#include "train/watch/Metrics.h"
 
 namespace mb::app {
 namespace {

@@ -8,8 +8,8 @@
 #include "common/Error.h"
 #include "data/tools/Tools.h"
 #include "dist/Runtime.h"
-#include "train/Checkpoint.h"
 #include "train/CheckpointModel.h"
+#include "train/checkpoints/Checkpoint.h"
 
 namespace mb::app {
 namespace {

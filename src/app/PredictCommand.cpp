@@ -33,8 +33,8 @@
 #include "model/Model.h"
 #include "model/ModelRegistry.h"
 #include "train/CheckpointModel.h"
-#include "train/EvalBatch.h"
-#include "train/Precision.h"
+#include "train/memory/EvalBatch.h"
+#include "train/precision/Precision.h"
 
 namespace mb::app {
 namespace {

@@ -10,8 +10,8 @@
 #include "config/ConfigSchema.h"
 #include "dist/Agreement.h"
 #include "dist/Runtime.h"
-#include "train/StepProfiler.h"
 #include "train/Trainer.h"
+#include "train/watch/StepProfiler.h"
 
 namespace mb::app {
 namespace {

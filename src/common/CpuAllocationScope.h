@@ -1,5 +1,5 @@
 #pragma once
-// Counting, and capping, the CPU memory LibTorch allocates in one phase of a run (issue 36).
+// Counting, and capping, the CPU memory LibTorch allocates in one phase of a run.
 //
 // Note [Counting CPU allocations]
 // Every CPU tensor's storage comes from c10's CPU allocator. While a CpuAllocationScope is

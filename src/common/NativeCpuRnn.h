@@ -1,5 +1,5 @@
 #pragma once
-// Note [oneDNN bf16 LSTM] (issue 26): Debian 13's CUDA LibTorch 2.6 is built with oneDNN and
+// Note [oneDNN bf16 LSTM]: Debian 13's CUDA LibTorch 2.6 is built with oneDNN and
 // sends a bf16 LSTM on the CPU to oneDNN whenever the CPU reports AVX-512; on CPUs without
 // oneDNN's bf16 RNN kernels the call then fails ("could not create a primitive descriptor for
 // the LSTM forward propagation primitive"; found by unit.Lstm in the CUDA build stage, on the
@@ -11,7 +11,7 @@
 // products run in bf16, and with oneDNN off they went to LibTorch's reference bf16 kernels
 // instead of oneDNN's (measured on an avx512_bf16 EPYC, `megabatch eval --precision bf16` of
 // configs/lstm-multitf.yaml's model: 3.24 samples/s with oneDNN off, 138 with it on, 81.5 in
-// fp32; issue 38, docs/operations.md "Precision on the CPU").
+// fp32; docs/operations.md "Precision on the CPU").
 //
 // Note [oneDNN LSTM inference]
 // The same LibTorch 2.6 gets fp32 LSTM outputs wrong outside grad mode for many hidden sizes on

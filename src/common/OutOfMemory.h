@@ -1,7 +1,7 @@
 #pragma once
 // Note [Out of memory is an expected error]
 // Running out of memory is how most new runs fail, and the person it happens to needs to know
-// where, by how much, and what to change, not LibTorch's stack frames (issue 36). Every phase of
+// where, by how much, and what to change, not LibTorch's stack frames. Every phase of
 // a run that allocates in earnest runs inside a MemoryPhase: building the model, loading the
 // data, the memory plan's trial step, each training step, evaluation, assembling a checkpoint,
 // predict, export and sample. An allocator's failure that leaves a phase:
@@ -54,7 +54,7 @@ class MemoryPhase {
 // The phase the last exception left on this thread ("training step 12"), once; "" if none.
 std::string takeFailedPhase();
 
-// One line on the memory plan (train/MemoryPlan), quoted by the message; "" clears it.
+// One line on the memory plan (train/memory/MemoryPlan), quoted by the message; "" clears it.
 void setMemoryPlanSummary(const std::string& summary);
 
 // The error that replaces an out-of-memory failure on `rank` (exit 1), with its remedies.

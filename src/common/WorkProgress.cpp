@@ -33,7 +33,7 @@ namespace {
 // - Time drives the output, not only update(): one ticker thread for the process looks at the
 //   running work every kTickSeconds, so the start line comes after quietSeconds even while the
 //   first batch still runs, a first item slower than firstItemSeconds gets a line saying so, and
-//   the periodic lines keep coming between slow batches (issue 38: an evaluation of bf16
+//   the periodic lines keep coming between slow batches (an evaluation of bf16
 //   batches on a CPU printed nothing for 104 s). Work that does not speak never registers.
 constexpr double kDrawSeconds = 0.2;
 

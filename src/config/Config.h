@@ -16,7 +16,8 @@ constexpr std::int64_t kAutoMicroBatch = -1;
 
 enum class Residency { kAuto, kDevice, kHost, kStream };
 enum class DType { kFp32, kBf16, kFp16 };
-// train.precision: what the forward pass autocasts to (Note [Loss scaling] in train/LossScaler.h).
+// train.precision: what the forward pass autocasts to (Note [Loss scaling] in
+// train/precision/LossScaler.h).
 enum class Precision { kFp32, kBf16, kFp16, kAuto };
 enum class DeviceKind { kAuto, kCpu, kCuda };
 // When the host reads a step's gradient norm (Note [Step checks] in train/Trainer.cpp).
@@ -144,7 +145,7 @@ struct EarlyStoppingConfig {
 };
 
 // train.precision = fp16: dynamic loss scaling with torch.amp.GradScaler's semantics (Note [Loss
-// scaling] in train/LossScaler.h).
+// scaling] in train/precision/LossScaler.h).
 struct LossScaleConfig {
   double init = 65536.0;  // 2^16, GradScaler's init_scale
   double growthFactor = 2.0;

@@ -10,7 +10,7 @@
 //   MEGABATCH_FAULT_CPU_FLAGS="flag flag ..."
 //     the CPU flags that precision checks see instead of /proc/cpuinfo's, e.g. "avx2" for a CPU
 //     without bf16 units; without them the precision probe also runs without oneDNN, as
-//     LibTorch's bf16 products do on such a CPU (train/CpuPrecision.h).
+//     LibTorch's bf16 products do on such a CPU (train/precision/CpuPrecision.h).
 //   MEGABATCH_FAULT_NAN_STEP=S, _COUNT=N (default 1), _RANK=R (default every rank)
 //     the training loss is NaN on steps [S, S+N) on rank R; MEGABATCH_FAULT_NAN_STEPS="3,9,10"
 //     on the steps listed.

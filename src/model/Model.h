@@ -65,7 +65,7 @@ class SplitMetrics {
 
 // Capability: carried state per lane that is neither a parameter nor a buffer but must survive a
 // checkpoint: the hidden states of a stateful LSTM's lanes (Note [Stateful lanes]; the trainer's
-// side is train/Lanes.h). (kind: lstm)
+// side is train/loop/CarriedStates.h). (kind: lstm)
 class StatefulLanes {
  public:
   virtual ~StatefulLanes() = default;
@@ -96,7 +96,7 @@ class EpochCache {
 
 // Capability: a forward pass in segments that train.recompute runs again in the backward pass
 // instead of keeping their activations (Note [Activation recomputation] in model/Recompute.h).
-// (kinds: gpt, gnn, gat)
+// (kinds: gpt, gnn, gat, lstm)
 class Recomputable {
  public:
   virtual ~Recomputable() = default;

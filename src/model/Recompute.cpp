@@ -1,17 +1,13 @@
 #include "model/Recompute.h"
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
-#include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Context.h>
 #include <ATen/SequenceNumber.h>
 #include <ATen/autocast_mode.h>
-#include <ATen/core/Generator.h>
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -19,31 +15,13 @@
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 
 #include "common/Error.h"
+#include "common/RngState.h"
 #include "common/TorchCompat.h"
 
 namespace mb::model {
 namespace {
 
 using torch::autograd::variable_list;
-
-// The default generator of `device` (dropout's): the CPU's, or the CUDA device's (through the
-// context, so this file needs no CUDA headers).
-at::Generator generatorOf(const c10::Device& device) {
-  return device.is_cuda() ? at::globalContext().defaultGenerator(device)
-                          : at::detail::getDefaultCPUGenerator();
-}
-
-at::Tensor rngState(const c10::Device& device) {
-  at::Generator generator = generatorOf(device);
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  return generator.get_state();
-}
-
-void setRngState(const c10::Device& device, const at::Tensor& state) {
-  at::Generator generator = generatorOf(device);
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  generator.set_state(state);
-}
 
 // The autocast state of one device type, set for a scope and put back after it. Autocast's cache
 // of casted weights is off meanwhile: the trainer clears it when its forward ends, and a weight
@@ -133,7 +111,7 @@ class RecomputeBackward : public torch::autograd::Node {
       : segment_(std::move(segment)),
         parameters_(parameters),
         device_(inputs.front().device()),
-        rng_(rngState(device_)),
+        rng_(generatorState(device_)),
         autocast_(compat::autocastEnabled(device_.type())),
         autocastDtype_(compat::autocastDtype(device_.type())) {
     for (const auto& input : inputs) {
@@ -199,15 +177,15 @@ class RecomputeBackward : public torch::autograd::Node {
   // The segment again, under the first pass's random numbers and autocast; later random draws
   // continue from where they were.
   variable_list recompute(const variable_list& inputs) {
-    const at::Tensor rngNow = rngState(device_);
+    const at::Tensor rngNow = generatorState(device_);
     variable_list outputs;
     {
-      setRngState(device_, rng_);
+      setGeneratorState(device_, rng_);
       AutocastReplay autocast(device_.type(), autocast_, autocastDtype_);
       at::AutoGradMode grad(true);
       outputs = segment_(inputs);
     }
-    setRngState(device_, rngNow);
+    setGeneratorState(device_, rngNow);
     bool same = outputs.size() == sizes_.size();
     for (std::size_t i = 0; same && i < outputs.size(); ++i)
       same = outputs[i].sizes().vec() == sizes_[i] && outputs[i].scalar_type() == dtypes_[i];

@@ -1,6 +1,6 @@
 #pragma once
 // Note [Activation recomputation]
-// train.recompute trades compute for memory (issue 37): a segment of the forward pass (a
+// train.recompute trades compute for memory: a segment of the forward pass (a
 // transformer block) runs without keeping its activations, and the backward pass runs it again
 // from its saved input, then backpropagates through that copy. As torch.utils.checkpoint does:
 //   - the second forward replays the RNG state of the first (dropout draws the same masks) and
@@ -12,12 +12,12 @@
 //     as without recomputation; the gradient reducer's bucket hooks fire there, in the usual
 //     order (torch.utils.checkpoint's reentrant kind accumulates inside instead, which is why
 //     DDP needs static_graph with it).
-// LibTorch has no C++ torch.utils.checkpoint (pytorch issue 52744). This is the reentrant kind:
-// a backward node of its own whose apply() calls the autograd engine again on the copy. The
-// segment's input is kept; what the segment computes inside is not. The node is made whenever
-// grad mode is on, also for an input that needs no gradient: the parameters inside still do.
-// Equality: the recomputed forward runs the same kernels on the same input with the same random
-// numbers, so on the CPU in fp32 the gradients equal a run without recomputation bit for bit
+// LibTorch has no C++ torch.utils.checkpoint (https://github.com/pytorch/pytorch/issues/52744).
+// This is the reentrant kind: a backward node of its own whose apply() calls the autograd engine
+// again on the copy. The segment's input is kept; what the segment computes inside is not. The node
+// is made whenever grad mode is on, also for an input that needs no gradient: the parameters inside
+// still do. Equality: the recomputed forward runs the same kernels on the same input with the same
+// random numbers, so on the CPU in fp32 the gradients equal a run without recomputation bit for bit
 // (py.train.recompute.*) where each weight is used in one segment (a transformer block, a
 // graph layer); an LSTM's time segments share their weights, see Note [LSTM time segments].
 #include <functional>

@@ -19,8 +19,8 @@
 #include "data/DataInfo.h"
 #include "model/Model.h"
 #include "model/StateDict.h"
-#include "train/CheckpointDirectory.h"
-#include "train/CheckpointVerify.h"
+#include "train/checkpoints/CheckpointDirectory.h"
+#include "train/checkpoints/CheckpointVerify.h"
 
 namespace mb::train {
 namespace fs = std::filesystem;

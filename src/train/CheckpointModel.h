@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "config/Config.h"
-#include "train/Checkpoint.h"
+#include "train/checkpoints/Checkpoint.h"
 
 namespace mb::model {
 class Model;

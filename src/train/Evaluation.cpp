@@ -19,11 +19,11 @@
 #include "dist/Watchdog.h"
 #include "model/Generate.h"
 #include "model/Model.h"
-#include "train/EvalBatch.h"
-#include "train/MemoryPlan.h"
-#include "train/MicroBatchSearch.h"
-#include "train/Precision.h"
 #include "train/Signals.h"
+#include "train/memory/EvalBatch.h"
+#include "train/memory/MemoryPlan.h"
+#include "train/memory/MicroBatchSearch.h"
+#include "train/precision/Precision.h"
 
 namespace mb::train {
 namespace {

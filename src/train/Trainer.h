@@ -18,10 +18,10 @@
 
 #include "config/Config.h"
 #include "data/DataInfo.h"
-#include "train/Checkpoint.h"
-#include "train/Progress.h"
 #include "train/Signals.h"
-#include "train/StepProfiler.h"
+#include "train/checkpoints/Checkpoint.h"
+#include "train/watch/Progress.h"
+#include "train/watch/StepProfiler.h"
 
 namespace mb::data {
 class ShardedData;

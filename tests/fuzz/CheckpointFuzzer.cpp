@@ -1,6 +1,6 @@
 // libFuzzer target: the checkpoint reader (train::readCheckpointFile, with and without the
 // model's shapes, and `megabatch inspect`'s describeCheckpoint) on checkpoints a hostile person
-// edited (Note [Checkpoints are untrusted input], train/CheckpointVerify.h).
+// edited (Note [Checkpoints are untrusted input], train/checkpoints/CheckpointVerify.h).
 //
 // Why structured: libhdf5 1.10 itself crashes on some malformed bytes (a file-format parser
 // bug, not ours), so the input is read as choices (tests/fuzz/Choices.h), as in the data-schema
@@ -46,9 +46,9 @@
 #include "model/Model.h"
 #include "model/StateDict.h"
 #include "tests/fuzz/Choices.h"
-#include "train/Checkpoint.h"
 #include "train/CheckpointModel.h"
-#include "train/CheckpointVerify.h"
+#include "train/checkpoints/Checkpoint.h"
+#include "train/checkpoints/CheckpointVerify.h"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include "model/Model.h"
 #include "tests/gpu/GpuTest.h"
 #include "tests/unit/ModelFixtures.h"
-#include "train/Optimizer.h"
-#include "train/Precision.h"
+#include "train/loop/Optimizer.h"
+#include "train/precision/Precision.h"
 
 namespace mb {
 namespace {

@@ -9,9 +9,9 @@
 #include "model/StateDict.h"
 #include "tests/gpu/GpuTest.h"
 #include "tests/unit/ModelFixtures.h"
-#include "train/Checkpoint.h"
 #include "train/CheckpointModel.h"
-#include "train/Optimizer.h"
+#include "train/checkpoints/Checkpoint.h"
+#include "train/loop/Optimizer.h"
 
 namespace mb {
 namespace {

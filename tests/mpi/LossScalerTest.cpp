@@ -12,7 +12,7 @@
 #include "tests/dist/TestModels.h"
 #include "tests/mpi/MpiTestMain.h"
 #include "tests/support/Device.h"
-#include "train/LossScaler.h"
+#include "train/precision/LossScaler.h"
 
 namespace mb {
 namespace {

@@ -30,7 +30,7 @@ ON_CUDA = DEVICE == "cuda"
 
 # Tolerance of comparisons between two training runs that must agree (W ranks against W' ranks,
 # a resumed run against an uninterrupted one). On the CPU they agree to float32 rounding. On CUDA
-# the trainer enables TF32 matmuls and cuDNN autotuning (src/train/Precision.cpp), and cuBLAS and
+# the trainer enables TF32 matmuls and cuDNN autotuning (src/train/precision/Precision.cpp), and cuBLAS and
 # cuDNN pick kernels by shape (the per-rank batch differs with W) and may accumulate in another
 # order, so after tens of AdamW steps two runs agree less closely than float32 rounding.
 # rtol 1e-3 keeps the tests' power: a skipped or repeated batch changes that step's loss by several

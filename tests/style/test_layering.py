@@ -1,6 +1,7 @@
 """The shape of src/ (docs/architecture.md, Note [Layers]): every #include runs down the layers
-app -> train -> model -> data -> dist -> config -> common, and no source file outgrows one
-sitting (600 lines). Run by CTest as py.style_layering; also usable by hand:
+app -> train -> model -> data -> dist -> config -> common; a layer's folders by role (its rooms)
+are known here; in train/ the machinery in the rooms never includes the trainer above it; and no
+source file outgrows one sitting (600 lines). Run by CTest as py.style_layering; also usable by hand:
 
     /usr/bin/python3 tests/style/test_layering.py [SRC_DIR]
 """
@@ -10,9 +11,22 @@ import sys
 import unittest
 
 LAYERS = ["common", "config", "dist", "data", "model", "train", "app"]  # bottom to top
+# Each layer's rooms (folders by role, one level deep). A new room is added here and to the table
+# "Folders by role" in docs/architecture.md.
+ROOMS = {
+    "data": ["layouts", "pipeline", "tools"],
+    "model": ["kinds", "parts"],
+    "train": ["checkpoints", "loop", "memory", "precision", "watch"],
+}
+# Layers whose top level sits above their rooms: in train/ the top is the Trainer and what the
+# app calls (evaluation, signals, loading a trained model); the rooms are the machinery it runs,
+# so a room's file includes other rooms but never the top. (In data/ and model/ the top is the
+# interface the rooms implement, so there the rooms include it.)
+TOP_ABOVE_ROOMS = ["train"]
 MAX_LINES = 600
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z]+)/')
+INCLUDE_PATH = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
 def sources(src):
@@ -43,6 +57,33 @@ def upward_includes(src):
     return found
 
 
+def unknown_rooms(src):
+    """Folders inside a layer that ROOMS does not name, and folders nested in a room."""
+    found = []
+    for layer in LAYERS:
+        top = os.path.join(src, layer)
+        for root, dirs, _ in os.walk(top):
+            allowed = ROOMS.get(layer, []) if root == top else []
+            found += [os.path.relpath(os.path.join(root, d), src) for d in dirs if d not in allowed]
+    return sorted(found)
+
+
+def includes_of_the_top(src):
+    """'file:line: #include ...' for every include, from a room of a TOP_ABOVE_ROOMS layer, of a
+    file at that layer's top level."""
+    found = []
+    for layer in TOP_ABOVE_ROOMS:
+        for room in ROOMS[layer]:
+            for path in sources(os.path.join(src, layer, room)):
+                with open(path, encoding="utf-8") as f:
+                    for number, line in enumerate(f, 1):
+                        m = INCLUDE_PATH.match(line)
+                        if m and os.path.dirname(m.group(1)) == layer:
+                            found.append("%s:%d: %s (%s/ is the top of %s, above its rooms)" % (
+                                os.path.relpath(path, src), number, line.strip(), layer, layer))
+    return found
+
+
 def long_files(src):
     found = []
     for path in sources(src):
@@ -67,6 +108,17 @@ class LayeringTest(unittest.TestCase):
         self.assertEqual([], found, "includes that run up the layers (%s, bottom to top); move "
                          "the code down or hand the values down from above:\n  %s"
                          % (" < ".join(LAYERS), "\n  ".join(found)))
+
+    def test_every_room_is_known(self):
+        found = unknown_rooms(self.src)
+        self.assertEqual([], found, "folders that are no known room (rooms are one level deep); add "
+                         "them to ROOMS here and to \"Folders by role\" in docs/architecture.md:\n  %s"
+                         % "\n  ".join(found))
+
+    def test_rooms_never_include_the_trainer_above_them(self):
+        found = includes_of_the_top(self.src)
+        self.assertEqual([], found, "a room's file includes the top of its layer; move what it "
+                         "needs into a room, or hand it down from the top:\n  %s" % "\n  ".join(found))
 
     def test_no_file_over_600_lines(self):
         found = long_files(self.src)

@@ -12,7 +12,7 @@
 #include "common/Hdf5.h"
 #include "config/Config.h"
 #include "tests/support/Device.h"
-#include "train/Optimizer.h"
+#include "train/loop/Optimizer.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-"""train.precision = fp16 with dynamic loss scaling (Note [Loss scaling] in src/train/LossScaler.h).
+"""train.precision = fp16 with dynamic loss scaling (Note [Loss scaling] in src/train/precision/LossScaler.h).
 
 End to end on the CPU, which needs fp16 autocast there (LibTorch >= 2.2: the LibTorch 2.6 stage):
 - parity with a plain PyTorch loop of the same TorchScript module on the same batches under

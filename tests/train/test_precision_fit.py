@@ -1,5 +1,5 @@
-"""Precision that fits the hardware (issue 38; Note [CPU precision] in src/train/CpuPrecision.h,
-Note [Precision of a new run] in src/train/Precision.h).
+"""Precision that fits the hardware (issue 38; Note [CPU precision] in src/train/precision/CpuPrecision.h,
+Note [Precision of a new run] in src/train/precision/Precision.h).
 
 MEGABATCH_FAULT_CPU_FLAGS stands in for /proc/cpuinfo's flags, so a CPU without bf16 units is
 tested on any machine. Evaluation batches are slowed with MEGABATCH_FAULT_EVAL_BATCH_MS and the

@@ -1,4 +1,4 @@
-"""One run directory, one writer (Note [One writer per run directory] in src/train/RunLock.cpp):
+"""One run directory, one writer (Note [One writer per run directory] in src/train/checkpoints/RunLock.cpp):
 a second trainer on a run.dir in use is refused before it writes anything, on every rank; the
 lock dies with its holder (kill -9); a holder that is ending is waited for (run.lock_wait_s); and
 readers (eval, inspect) need no lock. MEGABATCH_FAULT_SLOW_STEP (src/dist/FaultInjection.h)

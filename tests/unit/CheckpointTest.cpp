@@ -13,8 +13,8 @@
 #include "common/Hdf5.h"
 #include "tests/support/Device.h"
 #include "tests/support/TempDir.h"
-#include "train/Checkpoint.h"
-#include "train/CheckpointDirectory.h"
+#include "train/checkpoints/Checkpoint.h"
+#include "train/checkpoints/CheckpointDirectory.h"
 
 namespace mb::train {
 namespace {

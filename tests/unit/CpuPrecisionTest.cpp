@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "train/CpuPrecision.h"
+#include "train/precision/CpuPrecision.h"
 
 namespace mb::train {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "train/GpuUtilisation.h"
+#include "train/watch/GpuUtilisation.h"
 
 namespace mb::train {
 namespace {

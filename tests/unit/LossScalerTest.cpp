@@ -10,7 +10,7 @@
 
 #include "common/TorchCompat.h"
 #include "tests/support/Device.h"
-#include "train/LossScaler.h"
+#include "train/precision/LossScaler.h"
 
 namespace mb::train {
 namespace {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "train/MicroBatchSearch.h"
+#include "train/memory/MicroBatchSearch.h"
 
 namespace mb::train {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "train/Progress.h"
+#include "train/watch/Progress.h"
 
 namespace mb::train {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "common/Error.h"
 #include "train/CheckpointModel.h"
-#include "train/RunLock.h"
+#include "train/checkpoints/RunLock.h"
 
 namespace mb::train {
 namespace {

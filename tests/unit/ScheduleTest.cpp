@@ -1,7 +1,7 @@
 // Note [Training schedule]: every "when" of a run, decided from the config and the state.
 #include <gtest/gtest.h>
 
-#include "train/Schedule.h"
+#include "train/loop/Schedule.h"
 
 namespace mb::train {
 namespace {

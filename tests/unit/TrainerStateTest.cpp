@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "tests/support/TempDir.h"
-#include "train/Checkpoint.h"
-#include "train/TrainerState.h"
+#include "train/checkpoints/Checkpoint.h"
+#include "train/loop/TrainerState.h"
 
 namespace mb::train {
 namespace {
@@ -62,7 +62,7 @@ TEST(TrainerStateTable, CoversEveryByteOfTheStructExactlyOnce) {
   for (std::size_t byte = 0; byte < covered.size(); ++byte)
     ASSERT_TRUE(covered[byte])
         << "byte " << byte << " of TrainerState belongs to no entry of trainerStateFields(): a "
-        << "field was added to the struct but not to the table (src/train/TrainerState.cpp)";
+        << "field was added to the struct but not to the table (src/train/loop/TrainerState.cpp)";
 }
 
 TEST(TrainerStateTable, EveryFieldRoundTripsThroughTheBroadcastPacking) {

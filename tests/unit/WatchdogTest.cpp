@@ -1,6 +1,6 @@
 // The watchdog's decision (Note [Watchdog heartbeat]): when a rank that waits ends the job, and
 // when it keeps waiting for a busy peer. Driven through Watchdog::judge with made-up views; the
-// multi-rank runs that exercise it end to end are in tests/train/test_watchdog.py.
+// multi-rank runs that exercise it end to end are in tests/dist/test_watchdog_hang.py.
 #include <string>
 
 #include <gtest/gtest.h>

@@ -15,7 +15,7 @@
 // pair per stream, behind the StatefulLanes capability (model/Model.h). The trainer sizes them
 // to all lanes of the run on every rank (setLaneCount), so their shapes agree across ranks; a
 // rank only advances the lanes of its own shards, and a checkpoint sums every rank's own lanes
-// (train/CarriedStates.h). Without setLaneCount (a model used on its own) the first lane batch
+// (train/loop/CarriedStates.h). Without setLaneCount (a model used on its own) the first lane batch
 // sizes them to its largest lane id; after that the step reads no lane id on the host (no
 // per-step sync). Which rows form a lane, and when lanes restart, is Note [Lane order]
 // (data/pipeline/GlobalOrder.h). A batch without lanes runs from a zero state (evaluation); in

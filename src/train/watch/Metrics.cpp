@@ -1,0 +1,158 @@
+#include "train/watch/Metrics.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <regex>
+#include <sstream>
+
+#include "common/Error.h"
+#include "train/checkpoints/DurableFile.h"
+
+namespace mb::train {
+namespace {
+
+std::string quote(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buffer[8];
+          std::snprintf(buffer, sizeof(buffer), "\\u%04x", c);
+          out += buffer;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::int64_t stepOfRecord(const std::string& line) {
+  static const std::regex pattern("\"step\":(-?[0-9]+)");
+  std::smatch match;
+  if (!std::regex_search(line, match, pattern)) return -1;
+  return std::stoll(match[1]);
+}
+
+// Every record is one object on one line; a line that does not close it was cut short.
+bool isTorn(const std::string& line) {
+  const std::size_t last = line.find_last_not_of(" \t\r");
+  return last == std::string::npos || line[last] != '}';
+}
+
+bool endsWithoutNewline(const std::string& path) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  if (!file || file.tellg() <= 0) return false;
+  file.seekg(-1, std::ios::end);
+  return file.get() != '\n';
+}
+
+}  // namespace
+
+JsonRecord& JsonRecord::add(const std::string& key, double value) {
+  char buffer[40];
+  if (std::isfinite(value)) {
+    std::snprintf(buffer, sizeof(buffer), "%.9g", value);
+  } else {
+    std::snprintf(buffer, sizeof(buffer), "%s",
+                  std::isnan(value) ? "NaN"
+                  : value > 0       ? "Infinity"
+                                    : "-Infinity");
+  }
+  fields_.emplace_back(key, buffer);
+  return *this;
+}
+
+JsonRecord& JsonRecord::add(const std::string& key, std::int64_t value) {
+  fields_.emplace_back(key, std::to_string(value));
+  return *this;
+}
+
+JsonRecord& JsonRecord::add(const std::string& key, const std::string& value) {
+  fields_.emplace_back(key, quote(value));
+  return *this;
+}
+
+std::string JsonRecord::str() const {
+  std::string out = "{";
+  for (std::size_t i = 0; i < fields_.size(); ++i) {
+    if (i) out += ",";
+    out += quote(fields_[i].first) + ":" + fields_[i].second;
+  }
+  return out + "}";
+}
+
+MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumedStep) : path_(path) {
+  std::ifstream existing(path);
+  if (existing) {
+    std::vector<std::string> kept;
+    // A run killed mid-write leaves a torn last line, perhaps without its newline: appending to
+    // it would glue the next record onto it, so the file is rewritten without it.
+    bool dropped = endsWithoutNewline(path);
+    for (std::string line; std::getline(existing, line);) {
+      if (line.empty()) continue;
+      if (isTorn(line) || stepOfRecord(line) > resumedStep) {
+        dropped = true;
+      } else {
+        kept.push_back(line);
+      }
+    }
+    existing.close();
+    if (dropped) {
+      std::string text;
+      for (const auto& line : kept)
+        text += line + "\n";
+      writeFileAtomically(path, text);
+    }
+  }
+  out_.open(path, std::ios::app);
+  if (!out_)
+    throw RuntimeError("cannot open " + path + " for writing", "check that run.dir is writable");
+}
+
+void MetricsWriter::write(const JsonRecord& record) {
+  out_ << record.str() << "\n";
+  out_.flush();
+}
+
+std::int64_t processMemoryBytes() {
+  std::FILE* file = std::fopen("/proc/self/statm", "r");
+  if (file == nullptr) return 0;
+  long pages = 0, resident = 0;
+  int read = std::fscanf(file, "%ld %ld", &pages, &resident);
+  std::fclose(file);
+  return read == 2 ? static_cast<std::int64_t>(resident) * sysconf(_SC_PAGESIZE) : 0;
+}
+
+std::int64_t processMemoryPeakBytes() {
+  std::FILE* file = std::fopen("/proc/self/status", "r");
+  if (file == nullptr) return 0;
+  char line[256];
+  long kib = 0;
+  while (std::fgets(line, sizeof line, file) != nullptr)
+    if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+  std::fclose(file);
+  return static_cast<std::int64_t>(kib) * 1024;
+}
+
+bool resetProcessMemoryPeak() {
+  std::FILE* file = std::fopen("/proc/self/clear_refs", "w");
+  if (file == nullptr) return false;
+  const bool written = std::fputs("5", file) >= 0;
+  return std::fclose(file) == 0 && written;
+}
+
+}  // namespace mb::train
