@@ -3,7 +3,7 @@
 # NVML, the GPU-only test binary) against Debian 13's CUDA LibTorch 2.6 (libtorch-cuda-dev, CUDA
 # 12.4), nvidia-cuda-toolkit 12.4, libnccl-dev 2.22 and libnvidia-ml-dev, inside the CUDA root of
 # scripts/trixie-root.sh (MEGABATCH_TRIXIE_FLAVOUR=cuda; made on first use, ~1.5 GB download).
-# No GPU is needed to compile, link or run it (issue 26). It builds the binaries of the tests
+# No GPU is needed to compile, link or run it. It builds the binaries of the tests
 # labelled cuda-build (target megabatch_cuda_build, tests/CudaBuild.cmake), with ccache, and
 # fails when the build log holds more compiler/linker warnings than MEGABATCH_MAX_WARNINGS
 # (default 0). scripts/test.sh runs those tests:

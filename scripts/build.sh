@@ -6,7 +6,7 @@
 #   MEGABATCH_BUILD_TARGET    the same as --target, for one target
 #   MEGABATCH_BUILD_JOBS      parallel jobs (default: nproc)
 # A later call in the same BUILD_DIR keeps what the first configured (compiler, launcher, type),
-# so after the demo's `--target megabatch` a full build compiles only the rest (issue 40).
+# so after the demo's `--target megabatch` a full build compiles only the rest.
 # No compiler cache unless asked (-DCMAKE_CXX_COMPILER_LAUNCHER=ccache): on a cold cache it made
 # the demo's build about 20% slower (hashing and storing the 460 MB precompiled header).
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Note [cuDNN stand-in] (issue 26). Debian 13's libtorch-cuda depends on cuDNN 9, which Debian
+# Note [cuDNN stand-in]. Debian 13's libtorch-cuda depends on cuDNN 9, which Debian
 # ships only as a downloader (nvidia-cudnn fetches the library from NVIDIA's server at install
 # time). CI cannot reach that server, so the CUDA root (scripts/trixie-root.sh with
 # MEGABATCH_TRIXIE_FLAVOUR=cuda) installs this local package instead:

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 demo_start=$(date +%s)
 rest_note=""
-# apt in two parts (issue 40): what compiling needs first, then the rest (Python and matplotlib
+# apt in two parts: what compiling needs first, then the rest (Python and matplotlib
 # for the plot, about a quarter of apt's time on a fresh machine) in the background while the
 # build runs, where it mostly uses the core left idle while the precompiled header is built.
 # sudo must not ask for a password in the background: without root or a cached sudo, it all
@@ -33,7 +33,7 @@ else
 fi
 setup_end=$(date +%s)
 # Only the binary the demo runs: the tests, fuzz targets and benches come with scripts/test.sh,
-# which reuses these objects (issue 40). scripts/build.sh prints its estimate before it starts.
+# which reuses these objects. scripts/build.sh prints its estimate before it starts.
 bash scripts/build.sh --target megabatch build
 build_end=$(date +%s)
 if [[ -n $rest_pid ]]; then

@@ -5,7 +5,7 @@
 #   scripts/setup.sh --tests   also what the test suite needs (Python references, SLURM, clang)
 #   scripts/setup.sh --build-only   only what compiling needs: scripts/demo.sh installs the rest
 #                              (Python for plots, about a quarter of apt's time) while it builds
-#   scripts/setup.sh --cuda    the CUDA build instead (issue 26), on Debian 13 ("trixie") with the
+#   scripts/setup.sh --cuda    the CUDA build instead, on Debian 13 ("trixie") with the
 #                              contrib and non-free sections enabled: libtorch-cuda-dev 2.6 (CUDA
 #                              12.4), nvidia-cuda-toolkit + nvidia-cuda-dev 12.4, libnccl-dev 2.22,
 #                              libnvidia-ml-dev. Then scripts/build.sh build -DMEGABATCH_CUDA=ON.

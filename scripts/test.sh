@@ -11,7 +11,7 @@
 #     MEGABATCH_SANITIZE_TESTS=0 leaves that stage out).
 #  2. The LibTorch 2.6 stage, in a Debian 13 root (scripts/trixie-root.sh). By default the root
 #     holds Debian's CUDA LibTorch 2.6 with CUDA 12.4, NCCL 2.22, NVML and python3-torch-cuda
-#     (MEGABATCH_TORCH2_FLAVOUR=cuda, issue 26): scripts/build-cuda.sh compiles the full CUDA build
+#     (MEGABATCH_TORCH2_FLAVOUR=cuda): scripts/build-cuda.sh compiles the full CUDA build
 #     (every *Cuda.cpp, the NCCL backend, NVML, the GPU test binary) into
 #     build-cuda/ with 0 compiler/linker warnings allowed, and the tests labelled torch2 (every
 #     unit test, the parity tests against PyTorch 2.6, a 2-rank SIGTERM -> resume, the checkpoint
@@ -121,7 +121,7 @@ fi
 # Through ccache: the CPU image's build stage (stage 3) compiles the same sources with the same
 # commands at the same path (docker/Dockerfile, SRC) and the same ccache settings
 # (scripts/ccache-env.sh), so it takes its objects from this cache. A build/ that exists (the
-# demo's) keeps its own settings, so that none of its objects is compiled again (issue 40); the
+# demo's) keeps its own settings, so that none of its objects is compiled again; the
 # image's build then compiles without the cache's help.
 export CCACHE_STATSLOG=$PWD/build/ccache-stats.log
 rm -f "$CCACHE_STATSLOG"
