@@ -16,6 +16,12 @@ counts instructions instead (valgrind's callgrind, one thread): per gathered bat
 training step, as the difference between a long and a short run (start-up and loading cancel).
 Instruction counts do not move with load on the host, so they settle "no regression" on a busy
 machine where times cannot; they do not see memory stalls, which the timed mode does.
+Counting is slow (the tiny GPT's row takes about 40 minutes a build), so a build can be counted
+alone, before the change is built over it, and compared later:
+
+    /usr/bin/python3 bench/compare_builds.py OLD_BUILD --instructions --out old.json
+    /usr/bin/python3 bench/compare_builds.py NEW_BUILD --instructions --old-counts old.json
+    # or join two one-build files without counting: NEW --instructions --old-counts A --new-counts B
 """
 import argparse
 import os
@@ -110,18 +116,25 @@ def train_cmd(binary, config, path, run_dir):
 
 
 def count_instructions(binaries, workdir, config, args):
-    """{row: {side: instructions}}. Sides already counted (--old-counts) are not counted again."""
-    env = valgrind_env(next(iter(binaries.values())), workdir)
-    counted = load_counts(args.old_counts) if args.old_counts else {}
+    """{row: {side: instructions}}. Sides already counted (--old-counts, --new-counts) are not
+    counted again; with both given nothing runs, and the table joins the two files."""
     print("\n| measure | new | old | old / new |")
     print("|---|---|---|---|")
+    counted = {}
+    for path in (args.old_counts, args.new_counts):
+        for name, counts in (load_counts(path) if path else {}).items():
+            counted.setdefault(name, {}).update(counts)
+    if not binaries:
+        for name, counts in counted.items():
+            print_row(name, counts)
+        return counted
+    env = valgrind_env(next(iter(binaries.values())), workdir)
     rows = {}
 
     def row(name, counts):
         counts = dict(counted.get(name, {}), **counts)
         rows[name] = counts
-        new, old = counts.get("new", float("nan")), counts.get("old", float("nan"))
-        print("| %s | %.4g | %.4g | **%.4f** |" % (name, new, old, old / new), flush=True)
+        print_row(name, counts)
 
     report = os.path.join(workdir, "report.json")
     if not args.skip_gather:
@@ -158,6 +171,11 @@ def relabel_as_old(path):
     return copy
 
 
+def print_row(name, counts):
+    new, old = counts.get("new", float("nan")), counts.get("old", float("nan"))
+    print("| %s | %.6g | %.6g | **%.4f** |" % (name, new, old, old / new), flush=True)
+
+
 def load_counts(path):
     """The "counts" of an earlier --instructions run's JSON: {row: {side: instructions}}."""
     import json
@@ -185,6 +203,9 @@ def main():
     parser.add_argument("--old-counts", default="",
                         help="with --instructions: the JSON of a one-build run (its \"new\" side) to use as the old "
                              "side instead of counting OLD_BUILD")
+    parser.add_argument("--new-counts", default="",
+                        help="with --instructions: a one-build run's JSON to use as the new side instead of "
+                             "counting NEW_BUILD (with --old-counts too, only joins the two files)")
     args = parser.parse_args()
     if args.old_counts:
         args.old_counts = relabel_as_old(args.old_counts)
@@ -194,6 +215,8 @@ def main():
     binaries = {side: os.path.join(os.path.abspath(d), "megabatch") for side, d in sides if d}
     if args.old_counts:
         binaries.pop("old", None)
+    if args.new_counts:
+        binaries.pop("new", None)
     host = benchlib.Host(1, binaries=dict(binaries))
     benchlib.check_repeats(args.repeats)
     workdir = tempfile.mkdtemp(prefix="mb-compare-")
