@@ -3,8 +3,6 @@
 // CudaStreamsCuda.cpp), so CPU builds with a CUDA toolkit compile it as a check.
 #include "dist/NcclCommunicator.h"
 
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -20,6 +18,7 @@
 #include <ATen/Functions.h>
 
 #include "common/Check.h"
+#include "common/Environment.h"
 #include "common/Log.h"
 #include "common/Strings.h"
 #include "dist/Agreement.h"
@@ -381,12 +380,6 @@ void NcclCommunicator::monitorLoop() {
 
 // --- start-up -------------------------------------------------------------------
 
-std::string hostName() {
-  char name[256] = {0};
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
-
 // "host/PCI bus id" of this rank's GPU; NCCL refuses two ranks on one GPU, so find them first
 // and name them.
 void checkDistinctGpus(Communicator& control, int deviceIndex) {
@@ -396,7 +389,7 @@ void checkDistinctGpus(Communicator& control, int deviceIndex) {
     MB_CUDA_CHECK(cudaSetDevice(deviceIndex));
     char busId[64] = {0};
     MB_CUDA_CHECK(cudaDeviceGetPCIBusId(busId, sizeof(busId) - 1, deviceIndex));
-    std::string text = (hostName() + "/" + busId).substr(0, kRecord - 1);
+    std::string text = (env::hostName() + "/" + busId).substr(0, kRecord - 1);
     std::memcpy(record.data_ptr(), text.data(), text.size());
   });
   at::Tensor all = control.allGather(record, "NCCL GPU check");  // [W, kRecord], CPU

@@ -35,7 +35,7 @@ def tracked_files(root):
     return [f for f in out.splitlines() if os.path.isfile(os.path.join(root, f))]
 
 
-def anchors(root, files):
+def anchors(files):
     """First folders a project path may start with: the repository's, src/'s layers, rooms."""
     tops, layers, rooms = set(), set(), set()
     for f in files:
@@ -61,7 +61,7 @@ def exists(root, path, own_dir, layers):
 def stale_paths(root):
     """'file:line: path' for each named project path that does not exist."""
     files = tracked_files(root)
-    tops, layers, rooms = anchors(root, files)
+    tops, layers, rooms = anchors(files)
     starts = tops | layers | rooms
     found = []
     for f in files:
