@@ -45,7 +45,8 @@ const char* kTorchScriptNote =
 
 // eval and predict: Note [Precision of a new run] in train/precision/Precision.h.
 constexpr const char* kPrecisionHelp =
-    "fp32, bf16, fp16 or auto (default: fp32 on the CPU, the training precision on a GPU)";
+    "fp32, bf16, fp16 or auto (default: the training precision on a GPU; on the CPU, bf16 where "
+    "the checkpoint trained in bf16 and bf16 pays on this CPU, else fp32)";
 
 const std::vector<CommandSpec>& commands() {
   static const std::vector<CommandSpec> table{
@@ -107,7 +108,9 @@ const std::vector<CommandSpec>& commands() {
         {"memory-budget-mb", true,
          "memory sampling may use (default: 90% of what is available); past it, the "
          "out-of-memory message"},
-        {"precision", true, "fp32 (default), bf16 or fp16: sampling runs on the CPU"}},
+        {"precision", true,
+         "fp32, bf16 or fp16 (default: bf16 where the checkpoint trained in bf16 and bf16 pays on "
+         "this CPU, else fp32): sampling runs on the CPU"}},
        false,
        runSample},
       {"data",

@@ -3,7 +3,7 @@
 // plus exact-match accuracy per operation for arithmetic corpora. --batch sets the samples per
 // forward pass (Note [Evaluation batch] chooses otherwise, within --memory-budget-mb or 90% of
 // the available memory), --max-samples bounds each rank's part,
-// --precision overrides fp32 on the CPU (Note [Precision of a new run]).
+// --precision overrides the default precision (Note [Precision of a new run]).
 #include <cstdio>
 #include <fstream>
 
@@ -20,7 +20,6 @@
 #include "train/CheckpointModel.h"
 #include "train/Evaluation.h"
 #include "train/memory/EvalBatch.h"
-#include "train/precision/CpuPrecision.h"
 #include "train/precision/Precision.h"
 #include "train/watch/Metrics.h"
 
@@ -50,19 +49,6 @@ void requireSameShape(const data::DataInfo& now, const std::string& trainedYaml,
                         data::modelSpecToYaml(trained) +
                         "\n  this file:  " + data::modelSpecToYaml(now),
                     "evaluate on data with the same streams, windows, features and targets");
-}
-
-// A bf16 checkpoint evaluated in fp32 (Note [Precision of a new run]) on a CPU where bf16 is the
-// faster one (Note [CPU precision]): say so, since the user may prefer the speed.
-void hintBf16WherePays(const Config& config, const c10::Device& device) {
-  if (!device.is_cpu() || config.train.precision != Precision::kBf16) return;
-  const train::CpuPrecisionCost cost =
-      train::measureCpuPrecision(DType::kBf16, config.model.hidden);
-  if (!cost.hasUnits || cost.slowdown() >= 1) return;
-  log::get("app").info(
-      "this CPU has bf16 units ({}) and ran the probe's product in {:.2f}x the time of fp32: "
-      "--precision bf16 may be faster, at bf16's accuracy",
-      cost.flags, cost.slowdown());
 }
 
 // Note [Evaluation batch]: --batch as given, else the largest that fits the budget; on the CPU
@@ -121,14 +107,14 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
   dist::agreed(runtime.control(), "choosing the precision", [&] {
     // Note [Precision of a new run]
     const train::PrecisionChoice choice =
-        train::inferencePrecision(args.get("precision"), config.train.precision, device);
+        train::inferencePrecision(args.get("precision"), config.train.precision,
+                                  run.checkpoint.trainer, config.model.hidden, device);
     options.precision = choice.dtype;
     if (runtime.rank() == 0) log::get("app").info("eval precision: {}", choice.reason);
   });
   dist::agreed(runtime.control(), "choosing the evaluation batch", [&] {
     chooseBatch(args, config, *run.model, *data, split, device, runtime, options);
   });
-  if (runtime.rank() == 0 && !args.has("precision")) hintBf16WherePays(config, device);
   std::map<std::string, double> metrics =
       train::evaluateSplit(*run.model, *data, split, runtime.control(), device, options);
 

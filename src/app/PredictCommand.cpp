@@ -149,7 +149,8 @@ int runPredict(const ParsedArgs& args, dist::Runtime& runtime) {
       data::ShardedData::load(config, self, c10::Device(c10::kCPU));
   // Note [Precision of a new run]: prediction runs on the CPU.
   const train::PrecisionChoice precision = train::inferencePrecision(
-      args.get("precision"), config.train.precision, c10::Device(c10::kCPU));
+      args.get("precision"), config.train.precision, run.checkpoint.trainer, config.model.hidden,
+      c10::Device(c10::kCPU));
   log::get("app").info("predict precision: {}", precision.reason);
   Predictions predictions;
   // Note [Evaluation batch]: --batch, else the largest up to 512 that fits the budget.

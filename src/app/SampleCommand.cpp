@@ -60,9 +60,11 @@ int runSample(const ParsedArgs& args, dist::Runtime& runtime) {
   if (options.maxNewTokens < 1) throw ConfigError("--max-new-tokens must be >= 1");
   if (options.temperature < 0) throw ConfigError("--temperature must be >= 0 (0 = greedy)");
   if (options.topK < 0) throw ConfigError("--top-k must be >= 0 (0 = all tokens)");
-  // Note [Precision of a new run]: sampling runs on the CPU, in fp32 unless asked.
+  // Note [Precision of a new run]: sampling runs on the CPU, in bf16 only where the checkpoint
+  // trained in bf16 and it pays here, unless asked.
   const train::PrecisionChoice precision = train::inferencePrecision(
-      args.get("precision"), run.config.train.precision, c10::Device(c10::kCPU));
+      args.get("precision"), run.config.train.precision, run.checkpoint.trainer,
+      run.config.model.hidden, c10::Device(c10::kCPU));
   if (precision.dtype != DType::kFp32 || run.config.train.precision != Precision::kFp32)
     log::get("app").info("sample precision: {}", precision.reason);
   train::AutocastScope autocast(c10::DeviceType::CPU, precision.dtype);

@@ -233,7 +233,9 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("train.epochs", train.epochs, "epochs when max_steps is 0", {"num_epochs", "epoch"}),
       MB_FIELD("train.precision", train.precision,
                "fp32, bf16 or fp16 (autocast, fp32 master weights; fp16 with loss scaling), or "
-               "auto: bf16 on GPUs with BF16, fp16 on older GPUs, fp32 on the CPU",
+               "auto: bf16 on GPUs with BF16, fp16 on older GPUs; on the CPU bf16 where it has "
+               "bf16 units "
+               "and a trial step measures bf16 faster, else fp32",
                {"dtype", "amp", "mixed_precision", "use_amp"}),
       MB_FIELD("train.loss_scale.init", train.lossScale.init,
                "fp16: the loss scale at the start (GradScaler's init_scale)", {"init_scale"}),

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/Environment.h"
@@ -101,6 +102,20 @@ void maybeSlowMicroBatch(int rank) {
 std::optional<std::string> fakeCpuFlags() {
   static const std::optional<std::string> flags = env::get("MEGABATCH_FAULT_CPU_FLAGS");
   return flags;
+}
+
+std::optional<double> fakeCpuBf16Ratio(bool forTrial) {
+  static const std::optional<std::pair<double, double>> ratios =
+      []() -> std::optional<std::pair<double, double>> {
+    const std::optional<std::string> text = env::get("MEGABATCH_FAULT_CPU_BF16_RATIO");
+    if (!text) return std::nullopt;
+    const std::size_t colon = text->find(':');
+    const double probe = std::stod(text->substr(0, colon));
+    return std::make_pair(probe,
+                          colon == std::string::npos ? probe : std::stod(text->substr(colon + 1)));
+  }();
+  if (!ratios) return std::nullopt;
+  return forTrial ? ratios->second : ratios->first;
 }
 
 bool TrainingFaults::nanLossAt(std::int64_t step, int rank) const {

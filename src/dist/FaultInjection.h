@@ -11,6 +11,11 @@
 //     the CPU flags that precision checks see instead of /proc/cpuinfo's, e.g. "avx2" for a CPU
 //     without bf16 units; without them the precision probe also runs without oneDNN, as
 //     LibTorch's bf16 products do on such a CPU (train/precision/CpuPrecision.h).
+//   MEGABATCH_FAULT_CPU_BF16_RATIO=R or PROBE:TRIAL
+//     bf16's measured time is R times fp32's in the CPU probe and in the trial step of
+//     train.precision = auto (both still run), or PROBE times in the probe and TRIAL times in
+//     the trial, so a test decides what auto chooses on any CPU
+//     (train/precision/CpuAutoPrecision.h).
 //   MEGABATCH_FAULT_NAN_STEP=S, _COUNT=N (default 1), _RANK=R (default every rank)
 //     the training loss is NaN on steps [S, S+N) on rank R; MEGABATCH_FAULT_NAN_STEPS="3,9,10"
 //     on the steps listed.
@@ -36,6 +41,8 @@ void maybeSlowMicroBatch(int rank);
 
 // MEGABATCH_FAULT_CPU_FLAGS, when set.
 std::optional<std::string> fakeCpuFlags();
+// MEGABATCH_FAULT_CPU_BF16_RATIO, when set: the probe's ratio, or the trial step's.
+std::optional<double> fakeCpuBf16Ratio(bool forTrial);
 
 // The trainer's faults: NaN losses and a stop signal at chosen steps.
 struct TrainingFaults {

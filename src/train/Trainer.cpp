@@ -130,6 +130,7 @@ RunOutcome Trainer::run() {
   buildModelAndOptimizer();
   carried_ = std::make_unique<CarriedStates>(*model_, *data_, *dataComm_);
   restoreFrom(resumed);
+  settlePrecision();  // Note [CPU auto precision]
   stopLead_.check(state_.microBatchSeconds, state_.checkpointWriteSeconds);  // a requeued run
 
   const std::int64_t perEpoch = data_->batchesPerEpoch();

@@ -98,6 +98,8 @@ class Trainer {
   };
   void setUpDevice();
   void warnIfCpuPrecisionIsSlow();  // Note [CPU precision]
+  bool autoOnCpu() const;           // train.precision = auto, training on the CPU
+  void settlePrecision();           // Note [CPU auto precision]; records the precision in state_
   void lockRunDirectory();
   void prepareRunDirectory();
   std::optional<CheckpointContent> findResumePoint();

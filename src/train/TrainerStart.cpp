@@ -35,6 +35,7 @@
 #include "train/memory/EvalBatch.h"
 #include "train/memory/MemoryPlan.h"
 #include "train/memory/MicroBatchSearch.h"
+#include "train/precision/CpuAutoPrecision.h"
 #include "train/precision/CpuPrecision.h"
 #include "train/precision/DeviceProbe.h"
 #include "train/precision/LossScaler.h"
@@ -75,7 +76,7 @@ void Trainer::setUpDevice() {
   dist::agreed(control(), "choosing the precision", [&] {
     const PrecisionChoice choice = choosePrecision(config_.train.precision, device_);
     precision_ = choice.dtype;
-    trainLog().info("{}", choice.reason);
+    if (!autoOnCpu()) trainLog().info("{}", choice.reason);  // else settlePrecision() says it
   });
   scaler_ =
       std::make_unique<LossScaler>(config_.train.lossScale, device_, precision_ == DType::kFp16);
@@ -117,6 +118,47 @@ void Trainer::warnIfCpuPrecisionIsSlow() {
   trainLog().info(
       "train.precision = {} pays on this CPU ({}): {:.2f}x the time of fp32 in the probe",
       toString(precision_), cost.flags, cost.slowdown());
+}
+
+bool Trainer::autoOnCpu() const {
+  return !device_.is_cuda() && config_.train.precision == Precision::kAuto;
+}
+
+// Note [CPU auto precision]: after the restore, where the checkpoint's record is known and the
+// model is as it will train; before the memory plan, which measures in the chosen precision.
+void Trainer::settlePrecision() {
+  if (!autoOnCpu()) {
+    state_.trainedPrecision = precisionCode(precision_);
+    state_.autoPrecisionCpu = 0;
+    state_.autoPrecisionTrialRatio = 0;
+    return;
+  }
+  CpuAutoInputs inputs;
+  inputs.width = config_.model.hidden;
+  const bool resident = data_->loadStats().residency != Residency::kStream;
+  const data::Split split = resident ? data::Split::kTrain : data::Split::kVal;
+  const std::int64_t items = std::min({microBatch(), kCpuAutoTrialItems, data_->evalCount(split)});
+  if (carried_->count() > 0)
+    inputs.notTried = "the model carries state from step to step, which a trial step would move";
+  else if (items < 1)
+    inputs.notTried = "no item to try on this rank";
+  else
+    inputs.trial = [this, split, items] {
+      const TrialStep trial{*model_, *reducer_, *optimizer_, *scaler_, device_, precision_};
+      return timeTrialSteps(trial, data_->heaviestBatch(split, items, at::kFloat));
+    };
+  PrecisionChoice choice;
+  dist::agreed(control(), "choosing the precision on the CPU",
+               [&] { choice = chooseCpuAuto(state_, inputs); });
+  // Rank 0's measurement decides for every rank: each rank timed its own trial.
+  at::Tensor record = packTrainerState(state_);
+  control().broadcast(record, 0, "train.precision = auto");
+  const TrainerState chosen = unpackTrainerState(record);
+  state_.trainedPrecision = chosen.trainedPrecision;
+  state_.autoPrecisionCpu = chosen.autoPrecisionCpu;
+  state_.autoPrecisionTrialRatio = chosen.autoPrecisionTrialRatio;
+  precision_ = precisionFromCode(state_.trainedPrecision).value_or(DType::kFp32);
+  if (isRoot()) trainLog().info("{}", choice.reason);
 }
 
 void Trainer::lockRunDirectory() {

@@ -232,8 +232,10 @@ class Fp16ConfigTest(TorchScriptCase):
                 self.assertIn(message, r.output)
 
     def test_auto_is_fp32_on_the_cpu(self):
-        r = self.train(1, self.config(self.path("auto"), steps=2), ["train.precision=auto"])
-        self.assertIn("train.precision = auto: fp32 on the CPU", r.output)
+        # On a CPU without bf16 units (faked, so on any machine): auto never means fp16 on a CPU.
+        r = self.train(1, self.config(self.path("auto"), steps=2), ["train.precision=auto"],
+                       env={"MEGABATCH_FAULT_CPU_FLAGS": "fpu sse2 avx2 fma"})
+        self.assertIn("train.precision = auto: fp32, this CPU has no bf16 units", r.output)
         self.assertNotIn("loss scale", r.output)
 
 

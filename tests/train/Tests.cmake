@@ -43,9 +43,12 @@ foreach(case slow_evaluation_in_train_writes_a_line_at_least_every_30s
   mb_add_python_test(progress.${case} train/test_progress.py ARGS ProgressTest.test_${case} TIMEOUT 900)
 endforeach()
 
-# Precision that fits the hardware and a watchdog that waits for slow ranks (issue 38).
+# Precision that fits the hardware and a watchdog that waits for slow ranks.
 foreach(case bf16_on_a_cpu_without_bf16_units_warns_once_naming_fp32_and_auto
              eval_of_a_bf16_checkpoint_runs_in_fp32_on_the_cpu_and_matches_bf16
+             auto_on_the_cpu_chooses_bf16_where_it_pays_and_keeps_it_on_resume
+             auto_keeps_fp32_where_the_trial_step_is_not_faster
+             eval_and_predict_of_an_auto_bf16_checkpoint_run_in_bf16_where_it_pays
              eval_start_line_comes_before_the_first_batch)
   mb_add_python_test(precision_fit.${case} train/test_precision_fit.py ARGS PrecisionFitTest.test_${case}
                      TIMEOUT 300)

@@ -25,6 +25,9 @@ const std::vector<TrainerStateField>& trainerStateFields() {
       {"eval_pending_step", &S::evalPendingStep, nullptr, /*mayBeMissing=*/true},
       {"micro_batch_seconds", nullptr, &S::microBatchSeconds, /*mayBeMissing=*/true},
       {"checkpoint_write_seconds", nullptr, &S::checkpointWriteSeconds, /*mayBeMissing=*/true},
+      {"trained_precision", &S::trainedPrecision, nullptr, /*mayBeMissing=*/true},
+      {"auto_precision_cpu", &S::autoPrecisionCpu, nullptr, /*mayBeMissing=*/true},
+      {"auto_precision_trial_ratio", nullptr, &S::autoPrecisionTrialRatio, /*mayBeMissing=*/true},
   };
   return fields;
 }

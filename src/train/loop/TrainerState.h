@@ -40,6 +40,13 @@ struct TrainerState {
   // micro-batch (data, forward, backward) and one checkpoint write, in seconds; 0 = not yet.
   double microBatchSeconds = 0;
   double checkpointWriteSeconds = 0;
+  // Note [CPU auto precision] (train/precision/CpuAutoPrecision.h): the dtype the run trained
+  // in (precisionCode: 1 fp32, 2 bf16, 3 fp16; 0 = not recorded, a checkpoint written before),
+  // and, where train.precision = auto chose it on a CPU, that CPU (cpuIdentity) and the trial
+  // step's bf16/fp32 time ratio it chose from (0 = no trial ran).
+  std::int64_t trainedPrecision = 0;
+  std::int64_t autoPrecisionCpu = 0;
+  double autoPrecisionTrialRatio = 0;
 };
 
 struct TrainerStateField {

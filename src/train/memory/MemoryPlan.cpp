@@ -8,12 +8,12 @@
 
 #include "common/CpuAllocationScope.h"
 #include "common/OutOfMemory.h"
-#include "common/RngState.h"
 #include "common/Strings.h"
 #include "data/pipeline/MemoryBudget.h"
 #include "dist/GradientReducer.h"
 #include "model/Model.h"
 #include "train/loop/Optimizer.h"
+#include "train/memory/TrialRestorer.h"
 #include "train/precision/LossScaler.h"
 
 namespace mb::train {
@@ -37,33 +37,6 @@ std::int64_t batchBytes(const data::Batch& batch) {
     total += bytes(*t);
   return total;
 }
-
-// The model's buffers (BatchNorm statistics of a TorchScript model move in a forward in train
-// mode) and the RNG state (dropout), put back when the trial ends.
-class TrialRestorer {
- public:
-  TrialRestorer(model::Model& model, c10::Device device)
-      : model_(model), rng_(device), training_(model.is_training()) {
-    for (const auto& buffer : model.buffers())
-      buffers_.push_back(buffer.clone());
-  }
-  ~TrialRestorer() {
-    at::NoGradGuard noGrad;
-    std::size_t i = 0;
-    for (auto& buffer : model_.buffers())
-      if (i < buffers_.size()) buffer.copy_(buffers_[i++]);
-    rng_.restore();
-    model_.train(training_);
-  }
-  TrialRestorer(const TrialRestorer&) = delete;
-  TrialRestorer& operator=(const TrialRestorer&) = delete;
-
- private:
-  model::Model& model_;
-  RngSnapshot rng_;
-  bool training_;
-  std::vector<at::Tensor> buffers_;
-};
 
 // Counts the bytes the trial allocates on its device: the CPU allocator's (CpuAllocationScope)
 // or CUDA's caching allocator's.

@@ -5,6 +5,7 @@
 
 #include "common/Error.h"
 #include "config/ConfigSchema.h"
+#include "train/precision/CpuAutoPrecision.h"
 
 namespace mb::train {
 namespace {
@@ -57,7 +58,8 @@ PrecisionChoice chooseOnCpu(Precision requested) {
     case Precision::kAuto:
       break;
   }
-  return {DType::kFp32, "train.precision = auto: fp32 on the CPU"};
+  // Until the trainer measures (Note [CPU auto precision]).
+  return {DType::kFp32, "train.precision = auto: fp32 on the CPU until measured"};
 }
 
 Precision parsePrecisionFlag(const std::string& text) {
@@ -74,21 +76,27 @@ PrecisionChoice choosePrecision(Precision requested, c10::Device device) {
   return device.is_cuda() ? chooseOnCuda(requested, device) : chooseOnCpu(requested);
 }
 
-PrecisionChoice inferencePrecision(const std::string& asked, Precision trained,
+PrecisionChoice inferencePrecision(const std::string& asked, Precision configured,
+                                   const TrainerState& trained, std::int64_t width,
                                    c10::Device device) {
-  if (!asked.empty()) {
+  // --precision auto on the CPU is the default below (Note [CPU auto precision]).
+  if (!asked.empty() && !(asked == "auto" && device.is_cpu())) {
     PrecisionChoice choice = choosePrecision(parsePrecisionFlag(asked), device);
     choice.reason = "--precision " + asked + ": " + toString(choice.dtype);
     return choice;
   }
-  if (device.is_cuda()) return choosePrecision(trained, device);
+  if (device.is_cuda()) return choosePrecision(configured, device);
+  std::string whyNot;
+  if (auto bf16 = cpuInferenceInBf16(trained, configured, width, whyNot)) return *bf16;
   PrecisionChoice choice{DType::kFp32, "fp32 on the CPU"};
-  if (trained == Precision::kBf16 || trained == Precision::kFp16)
+  const std::optional<DType> recorded = precisionFromCode(trained.trainedPrecision);
+  const std::string as = recorded ? toString(*recorded) : toString(configured);
+  if (recorded ? *recorded != DType::kFp32
+               : configured == Precision::kBf16 || configured == Precision::kFp16)
     choice.reason = fmt::format(
-        "fp32 on the CPU, although the checkpoint trained with train.precision = {}: its weights "
-        "are fp32 in the file, so nothing is lost, and {} on a CPU can be many times slower "
-        "(--precision {} runs it as trained)",
-        toString(trained), toString(trained), toString(trained));
+        "fp32 on the CPU, although the checkpoint trained in {}{}: its weights are fp32 in the "
+        "file, so nothing is lost (--precision {} runs it as trained)",
+        as, whyNot.empty() ? std::string(", which CPUs run slowly") : ", because " + whyNot, as);
   return choice;
 }
 

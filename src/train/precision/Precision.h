@@ -3,6 +3,7 @@
 // AutocastScope, matmul-heavy ops run in bf16 or fp16 while parameters, optimizer state and
 // reductions stay fp32 (fp16 adds loss scaling: Note [Loss scaling] in LossScaler.h). On CUDA,
 // TF32 and cuDNN benchmark are switched on once at start-up.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -12,6 +13,7 @@
 
 #include "common/TorchCompat.h"
 #include "config/Config.h"
+#include "train/loop/TrainerState.h"
 
 namespace mb::train {
 
@@ -56,13 +58,18 @@ PrecisionChoice choosePrecision(Precision requested, c10::Device device);
 // Note [Precision of a new run]
 // eval, predict and sample load a checkpoint on whatever hardware is at hand, often not the
 // hardware it trained on: a bf16 run from an A100, evaluated on a laptop. The weights are fp32
-// in the file, so nothing is lost by evaluating in fp32, while bf16 on a CPU can be 30x slower
-// (Note [CPU precision]). So on the CPU they run in fp32 unless --precision asks otherwise; on
-// a GPU they keep the training config's train.precision (resolved for that card). The metric
-// difference of bf16 against fp32 on one checkpoint is in docs/operations.md.
-// `asked`: the --precision value, "" when not given. The reason says what was chosen and, when
-// it differs from how the checkpoint trained, why.
-PrecisionChoice inferencePrecision(const std::string& asked, Precision trained, c10::Device device);
+// in the file, so nothing is lost by evaluating in fp32, while bf16 on a CPU without bf16 units
+// can be 30x slower (Note [CPU precision]). So on the CPU they run in bf16 only where the
+// checkpoint trained in bf16 (as recorded, or as its config says) and bf16 pays on this CPU
+// (cpuInferenceInBf16, Note [CPU auto precision]), and in fp32 otherwise, unless --precision
+// asks; on a GPU they keep the training config's train.precision (resolved for that card). The
+// metrics of bf16 against fp32 on one checkpoint are in docs/operations.md.
+// `asked`: the --precision value, "" when not given; `trained`: the checkpoint's trainer state;
+// `width`: model.hidden, for the probe. The reason says what was chosen and, when it differs
+// from how the checkpoint trained, why.
+PrecisionChoice inferencePrecision(const std::string& asked, Precision configured,
+                                   const TrainerState& trained, std::int64_t width,
+                                   c10::Device device);
 
 // CUDA builds: the name and compute capability (major, minor) of GPU `index`; nullopt on CPU
 // builds or when the driver cannot say (PrecisionCuda.cpp).
