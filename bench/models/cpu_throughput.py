@@ -4,6 +4,15 @@ Side by side in one run, alternating, on the same data files, model, batch, opti
 thread count:
   - demo LSTM   (configs/demo.yaml: streams m1:60, m5:24, h1:12, hidden 32, batch 128)
   - tiny GPT    (configs/arith-gpt.yaml: width 64, 2 layers, 4 heads, context 32, batch 128)
+  - multi-TF LSTM (configs/lstm-multitf.yaml's shape: 5 streams of 128 features, windows
+                480/288/192/96/48, hidden 128, 2 layers, head 256, batch 16; dropout 0 and MSE
+                on both sides; --only multitf, it is not in the default set: about 1 s a step)
+--precision sets what both sides run in (docs/operations.md, "Precision on the CPU"):
+  fp32 (default)  megabatch train.precision=fp32 against PyTorch fp32 eager;
+  auto            megabatch train.precision=auto (bf16 where this CPU measures it faster)
+                  against PyTorch's default, fp32 eager;
+  bf16            megabatch train.precision=bf16 against PyTorch eager under
+                  torch.autocast("cpu", torch.bfloat16), the forward and loss inside it.
 Sides (each repeat runs every side once, as its own process, in a rotating order):
   mb-1.13       megabatch built against Debian 12's LibTorch 1.13 (BUILD_DIR)
   eager-1.13    PyTorch 1.13 eager (/usr/bin/python3 of this machine)
@@ -30,7 +39,8 @@ side with Debian's libsleef preloaded, without which inductor's vectorised kerne
 
 usage: /usr/bin/python3 bench/models/cpu_throughput.py BUILD_DIR [--torch2 BUILD_TORCH2_DIR]
            [--repeats 5] [--steps 200] [--warmup 20] [--threads 1] [--only lstm|gpt]
-           [--sides mb-2.6,compile-2.6,...] [--default-malloc] [--out results.json]
+           [--sides mb-2.6,compile-2.6,...] [--precision fp32|auto|bf16] [--default-malloc]
+           [--out results.json]
 """
 import argparse
 import ctypes.util
@@ -48,12 +58,18 @@ import benchlib  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 LSTM_STREAMS = {"m1": 60, "m5": 24, "h1": 12}
-BATCH = 128
+MULTITF_STREAMS = {"m1": 480, "m5": 288, "m15": 192, "h1": 96, "h4": 48}
+BATCHES = {"lstm": 128, "gpt": 128, "multitf": 16}
 MODELS = {  # name: (config, data file name)
     "lstm": ("demo.yaml", "demo.h5"),
     "gpt": ("arith-gpt.yaml", "arith.h5"),
+    "multitf": ("lstm-multitf.yaml", "multitf.h5"),
 }
-LABELS = {"lstm": "demo LSTM", "gpt": "tiny GPT"}
+DEFAULT_MODELS = ["lstm", "gpt"]
+# What the megabatch side changes in the config so that both sides run the same model.
+MB_OVERRIDES = {"multitf": ["model.dropout=0", "model.loss=mse", "train.global_batch=16",
+                            "train.eval_batches=1"]}
+LABELS = {"lstm": "demo LSTM", "gpt": "tiny GPT", "multitf": "multi-TF LSTM"}
 SIDES = ["mb-1.13", "eager-1.13", "mb-2.6", "eager-2.6", "compile-2.6"]
 # megabatch keeps freed host memory for reuse (Note [Keeping freed host memory] in
 # src/common/HostAllocator.h); the Python sides get the same glibc policy unless --default-malloc.
@@ -79,37 +95,52 @@ def make_update(torch, model, opt, compiled):
     return torch.compile(update) if compiled else update
 
 
-def lstm_baseline(path, threads, compiled):
+def autocast_if(torch, precision, fn):
+    """`fn` under torch.autocast("cpu", torch.bfloat16) when precision is bf16 (forward and
+    loss; backward and the update outside, as PyTorch's AMP recipe has it)."""
+    if precision != "bf16":
+        return fn
+
+    def wrapped(*args):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return fn(*args)
+    return wrapped
+
+
+def lstm_baseline(path, threads, compiled, precision="fp32", multitf=False):
     import h5py
     import numpy as np
     torch, reference = torch_modules()
     import torch.nn.functional as F
     torch.set_num_threads(threads)
     torch.manual_seed(0)
+    streams = MULTITF_STREAMS if multitf else LSTM_STREAMS
+    batch = BATCHES["multitf" if multitf else "lstm"]
     with h5py.File(path, "r") as f:
-        series = {k: torch.from_numpy(f["series/%s/values" % k][()].astype("f4")) for k in LSTM_STREAMS}
-        ends = {k: torch.from_numpy(f["samples/end/%s" % k][()].astype("i8")) for k in LSTM_STREAMS}
+        series = {k: torch.from_numpy(f["series/%s/values" % k][()].astype("f4")) for k in streams}
+        ends = {k: torch.from_numpy(f["samples/end/%s" % k][()].astype("i8")) for k in streams}
         targets = torch.from_numpy(f["targets"][()].astype("f4"))
-    first = max(int(np.searchsorted(ends[k].numpy(), LSTM_STREAMS[k] - 1)) for k in LSTM_STREAMS)
+    first = max(int(np.searchsorted(ends[k].numpy(), streams[k] - 1)) for k in streams)
     n = int((len(targets) - first) * 0.8)
-    offsets = {k: torch.arange(-w + 1, 1) for k, w in LSTM_STREAMS.items()}
-    features = [series[k].shape[1] for k in LSTM_STREAMS]
-    model = reference.MultiStreamLstm(list(LSTM_STREAMS), features, 32, 1, 32, 1)
+    offsets = {k: torch.arange(-w + 1, 1) for k, w in streams.items()}
+    features = [series[k].shape[1] for k in streams]
+    shape = (128, 2, 256) if multitf else (32, 1, 32)  # hidden, layers, head
+    model = reference.MultiStreamLstm(list(streams), features, shape[0], shape[1], shape[2], 1)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01, foreach=True)
 
     def forward_loss(xs, y):
-        return F.mse_loss(model(xs).squeeze(1), y)
-    loss_fn = torch.compile(forward_loss) if compiled else forward_loss
+        return F.mse_loss(model(xs).squeeze(1).float(), y)
+    loss_fn = autocast_if(torch, precision, torch.compile(forward_loss) if compiled else forward_loss)
     update = make_update(torch, model, opt, compiled)
     order = torch.randperm(n) + first
     position = [0]
 
     def step():
-        if position[0] + BATCH > n:
+        if position[0] + batch > n:
             position[0] = 0
-        idx = order[position[0]:position[0] + BATCH]
-        position[0] += BATCH
-        xs = [series[k][ends[k][idx].unsqueeze(1) + offsets[k]] for k in LSTM_STREAMS]
+        idx = order[position[0]:position[0] + batch]
+        position[0] += batch
+        xs = [series[k][ends[k][idx].unsqueeze(1) + offsets[k]] for k in streams]
         loss = loss_fn(xs, targets[idx])
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -134,7 +165,7 @@ def use_fused_attention(torch, reference, model):
             block.attn.__class__ = FusedAttention  # same parameters, fused forward
 
 
-def gpt_baseline(path, threads, compiled):
+def gpt_baseline(path, threads, compiled, precision="fp32"):
     import h5py
     torch, reference = torch_modules()
     import torch.nn.functional as F
@@ -153,18 +184,19 @@ def gpt_baseline(path, threads, compiled):
 
     def forward_loss(items):
         logits = model(items[:, :-1])
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), items[:, 1:].reshape(-1))
-    loss_fn = torch.compile(forward_loss) if compiled else forward_loss
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), items[:, 1:].reshape(-1))
+    loss_fn = autocast_if(torch, precision, torch.compile(forward_loss) if compiled else forward_loss)
+    batch = BATCHES["gpt"]
     update = make_update(torch, model, opt, compiled)
     order = torch.randperm(n)
     span = torch.arange(context + 1)
     position = [0]
 
     def step():
-        if position[0] + BATCH > n:
+        if position[0] + batch > n:
             position[0] = 0
-        items = tokens[(order[position[0]:position[0] + BATCH] * context).unsqueeze(1) + span]
-        position[0] += BATCH
+        items = tokens[(order[position[0]:position[0] + batch] * context).unsqueeze(1) + span]
+        position[0] += batch
         loss = loss_fn(items)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -172,12 +204,14 @@ def gpt_baseline(path, threads, compiled):
     return step
 
 
-def time_python(model, path, threads, steps, warmup, compiled):
+def time_python(model, path, threads, steps, warmup, compiled, precision):
     """Seconds per step, wall and CPU, over `steps` steps after `warmup` (which compiles)."""
     import torch
-    make_step = lstm_baseline if model == "lstm" else gpt_baseline
     start = time.perf_counter()
-    step = make_step(path, threads, compiled)
+    if model == "gpt":
+        step = gpt_baseline(path, threads, compiled, precision)
+    else:
+        step = lstm_baseline(path, threads, compiled, precision, multitf=model == "multitf")
     for _ in range(warmup):
         step()
     setup = time.perf_counter() - start
@@ -202,15 +236,15 @@ def child_cpu_seconds(cmd, env):
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def time_megabatch(binary, model, path, run_dir, threads, steps, warmup):
+def time_megabatch(binary, model, path, run_dir, threads, steps, warmup, precision):
     """Seconds per step over the steps after warm-up, from metrics.jsonl: log windows of
     `warmup` steps each (one host sync per window, as in a real run), the first one dropped."""
     config = os.path.join(ROOT, "configs", MODELS[model][0])
     total = warmup + steps
     cmd = [binary, "train", "--config", config, "data.path=" + path, "run.dir=" + run_dir, "run.resume=never",
            "train.max_steps=%d" % total, "train.eval_every=0", "run.log_every=%d" % warmup, "run.checkpoint_every=0",
-           "train.threads=%d" % threads, "train.precision=fp32", "train.grad_clip=1.0",
-           "run.progress=lines"]
+           "train.threads=%d" % threads, "train.precision=" + precision, "train.grad_clip=1.0",
+           "run.progress=lines"] + MB_OVERRIDES.get(model, [])
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     # CPU time per step = (CPU of this run - CPU of a warm-up-only run) / steps: start-up, data
     # loading and warm-up cancel, and it is less sensitive than wall time to other load.
@@ -230,7 +264,10 @@ def time_megabatch(binary, model, path, run_dir, threads, steps, warmup):
         previous = r["step"]
     assert counted == steps, (counted, steps)
     version = subprocess.run([binary, "--version"], stdout=subprocess.PIPE, universal_newlines=True).stdout
-    return {"wall_s": seconds / counted, "cpu_s": cpu, "version": version.strip()}
+    with open(os.path.join(run_dir, "train.log")) as f:
+        chosen = [line.split("info: ", 1)[1].strip() for line in f if "info: train.precision = " in line]
+    return {"wall_s": seconds / counted, "cpu_s": cpu, "version": version.strip(),
+            "precision_line": chosen[-1] if chosen else ""}
 
 
 def child_environment(args):
@@ -269,10 +306,10 @@ def measure(args):
         check_vectorised_inductor()
     if args.measure.startswith("mb-"):
         result = time_megabatch(os.path.join(args.build, "megabatch"), args.only, args.data, args.run_dir,
-                                args.threads, args.steps, args.warmup)
+                                args.threads, args.steps, args.warmup, args.precision)
     else:
         result = time_python(args.only, args.data, args.threads, args.steps, args.warmup,
-                             args.measure.startswith("compile-"))
+                             args.measure.startswith("compile-"), args.precision)
     print("RESULT " + json.dumps(result), flush=True)
 
 
@@ -283,7 +320,8 @@ def side_command(side, args, model, data, run_dir):
     build = args.torch2 if in_root else args.build
     cmd = [sys.executable if not in_root else "/usr/bin/python3", os.path.abspath(__file__), build,
            "--measure", side, "--only", model, "--data", data, "--run-dir", run_dir,
-           "--threads", str(args.threads), "--steps", str(args.steps), "--warmup", str(args.warmup)]
+           "--threads", str(args.threads), "--steps", str(args.steps), "--warmup", str(args.warmup),
+           "--precision", args.precision]
     if args.default_malloc:
         cmd.append("--default-malloc")
     if in_root:
@@ -301,24 +339,28 @@ def run_side(side, args, model, data, run_dir):
     return json.loads(lines[-1][len("RESULT "):])
 
 
-def make_data(binary, workdir):
+def make_data(binary, workdir, models):
     paths = {}
-    for model, (_, name) in MODELS.items():
-        paths[model] = os.path.join(workdir, name)
-        what = ["synth-series"] if model == "lstm" else ["arith"]
+    for model in models:
+        paths[model] = os.path.join(workdir, MODELS[model][1])
+        what = {"lstm": ["synth-series"], "gpt": ["arith"],
+                "multitf": ["synth-series", "--rows", "200000", "--features", "128", "--streams",
+                            "m1:1,m5:5,m15:15,h1:60,h4:240"]}[model]
         subprocess.run([binary, "data"] + what + ["--out", paths[model]], check=True, stdout=subprocess.DEVNULL)
     return paths
 
 
 def summarise(model, sides, runs, args):
-    row = {"model": LABELS[model], "batch": BATCH, "threads": args.threads, "steps": args.steps, "sides": {}}
+    row = {"model": LABELS[model], "batch": BATCHES[model], "threads": args.threads, "steps": args.steps,
+           "precision": args.precision, "sides": {}}
     for side in sides:
         wall = [1e3 * r["wall_s"] for r in runs[side]]
         cpu = [1e3 * r["cpu_s"] for r in runs[side]]
         row["sides"][side] = {"wall_ms": wall, "cpu_ms": cpu, "median_ms": statistics.median(wall),
                               "median_cpu_ms": statistics.median(cpu),
-                              "samples_per_s": 1e3 * BATCH / statistics.median(wall),
+                              "samples_per_s": 1e3 * BATCHES[model] / statistics.median(wall),
                               "setup_s": [r.get("setup_s") for r in runs[side]],
+                              "precision_line": runs[side][0].get("precision_line", ""),
                               "version": runs[side][0].get("torch") or runs[side][0].get("version")}
     # Ratios (> 1: megabatch faster) are medians of the per-repeat ratios: each repeat's
     # megabatch against the Python side(s) of that same repeat, which shared its load.
@@ -358,6 +400,10 @@ def print_tables(results, sides):
                     r["model"], s, ", ".join("%.1f" % x for x in setup)))
     for s in sides:
         print("%-12s %s" % (s, results[0]["sides"][s]["version"]))
+    for r in results:
+        for s in sides:
+            if r["sides"][s]["precision_line"]:
+                print("%-10s %-12s %s" % (r["model"], s, r["sides"][s]["precision_line"]))
 
 
 def drive(args):
@@ -376,8 +422,8 @@ def drive(args):
     host = benchlib.Host(args.threads, binaries=binaries,
                          extra_versions={"mb-2.6": "LibTorch 2.6 build in " + args.torch2} if args.torch2 else {})
     benchlib.check_repeats(args.repeats)
-    data = make_data(os.path.join(args.build, "megabatch"), workdir)
-    models = [args.only] if args.only else list(MODELS)
+    models = [args.only] if args.only else DEFAULT_MODELS
+    data = make_data(os.path.join(args.build, "megabatch"), workdir, models)
     results = []
     for model in models:
         runs = {s: [] for s in sides}
@@ -406,6 +452,8 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--only", choices=list(MODELS), help="time one model only")
     parser.add_argument("--sides", default="", help="comma-separated subset of " + ",".join(SIDES))
+    parser.add_argument("--precision", choices=["fp32", "auto", "bf16"], default="fp32",
+                        help="what both sides run in (see the top of this file)")
     parser.add_argument("--out", default="")
     parser.add_argument("--default-malloc", action="store_true",
                         help="leave glibc's malloc defaults to the Python sides (see PYTHON_MALLOC_ENV)")

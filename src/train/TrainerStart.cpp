@@ -145,7 +145,8 @@ void Trainer::settlePrecision() {
   else
     inputs.trial = [this, split, items] {
       const TrialStep trial{*model_, *reducer_, *optimizer_, *scaler_, device_, precision_};
-      return timeTrialSteps(trial, data_->heaviestBatch(split, items, at::kFloat));
+      return timeTrialSteps(
+          trial, [&](std::int64_t n) { return data_->heaviestBatch(split, n, at::kFloat); }, items);
     };
   PrecisionChoice choice;
   dist::agreed(control(), "choosing the precision on the CPU",

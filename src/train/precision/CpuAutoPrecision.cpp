@@ -98,22 +98,50 @@ std::int64_t cpuIdentity() {
   return identity == 0 ? 1 : identity;
 }
 
-CpuTrialTimes timeTrialSteps(const TrialStep& trial, const data::Batch& batch) {
+CpuTrialTimes timeTrialSteps(const TrialStep& trial,
+                             const std::function<data::Batch(std::int64_t)>& batchOf,
+                             std::int64_t maxItems) {
   CpuTrialTimes times;
   const Clock::time_point start = Clock::now();
   auto leaveNoTrace = [&] {
     trial.optimizer.zeroGrad();  // step 1 adds its gradients to zeros, as without a trial
     if (auto* cache = model::capability<model::EpochCache>(trial.model)) cache->forget();
   };
+  // One step in each precision at a new size: its first allocations, oneDNN's primitives for
+  // its shapes.
+  std::vector<double> fp32;
+  std::vector<double> bf16;
+  auto warmUp = [&](const data::Batch& batch) {
+    fp32 = {trialStepMs(trial, batch, DType::kFp32)};
+    bf16 = {trialStepMs(trial, batch, DType::kBf16)};
+    return fp32[0] + bf16[0];
+  };
   try {
     TrialRestorer restorer(trial.model, trial.device);
     trial.model.train();
-    // The warm-ups: first allocations, oneDNN's primitives for each precision.
-    trialStepMs(trial, batch, DType::kFp32);
-    trialStepMs(trial, batch, DType::kBf16);
-    std::vector<double> fp32;
-    std::vector<double> bf16;
-    // Pairs until the budget is spent (at least one, at most kMaxTrialRepeats).
+    // From 1 item, 4x at a time while a pair of steps stays short: a model whose step takes
+    // seconds on this CPU is timed on fewer items, within the budget.
+    std::int64_t items = 1;
+    data::Batch batch = batchOf(items);
+    double pairMs = warmUp(batch);
+    while (items < maxItems) {
+      const std::int64_t next = std::min(maxItems, items * 4);
+      const double predictedMs = pairMs * static_cast<double>(next) / static_cast<double>(items);
+      if (predictedMs > kLongestTrialPairSeconds * 1000 ||
+          millisecondsSince(start) + predictedMs > kTrialBudgetSeconds * 1000 / 2)
+        break;
+      items = next;
+      batch = batchOf(items);
+      pairMs = warmUp(batch);
+    }
+    // Pairs until the budget is spent (at most kMaxTrialRepeats). Where the warm-up pair alone
+    // spent it (a step of seconds), the warm-up pair is the measurement: its first-call costs
+    // are small beside such a step.
+    const bool timedWarmUp = millisecondsSince(start) >= kTrialBudgetSeconds * 1000;
+    if (!timedWarmUp) {
+      fp32.clear();
+      bf16.clear();
+    }
     while (fp32.empty() || (static_cast<int>(fp32.size()) < kMaxTrialRepeats &&
                             millisecondsSince(start) < kTrialBudgetSeconds * 1000)) {
       // Alternating which goes first, so neither always runs on a warmer cache.
@@ -122,16 +150,17 @@ CpuTrialTimes timeTrialSteps(const TrialStep& trial, const data::Batch& batch) {
       bf16.push_back(trialStepMs(trial, batch, DType::kBf16));
       if (!fp32First) fp32.push_back(trialStepMs(trial, batch, DType::kFp32));
     }
+    times.warmUpOnly = timedWarmUp;
     times.repeats = static_cast<int>(fp32.size());
     times.fp32Ms = median(fp32);
     times.bf16Ms = median(bf16);
     if (auto ratio = dist::fakeCpuBf16Ratio(true)) times.bf16Ms = times.fp32Ms * *ratio;  // a test
+    times.items = batch.size();
   } catch (...) {
     leaveNoTrace();
     throw;
   }
   leaveNoTrace();
-  times.items = batch.size();
   times.seconds = millisecondsSince(start) / 1000;
   return times;
 }
@@ -157,9 +186,12 @@ PrecisionChoice decideCpuAuto(const CpuAutoEvidence& evidence) {
                                       evidence.notTried.empty() ? "none" : evidence.notTried)};
   const CpuTrialTimes& trial = evidence.trial;
   const std::string measured = fmt::format(
-      "a trial step of {} samples took {} of fp32's time in bf16 ({:.1f} ms against {:.1f} ms, "
-      "median of {}; the probe's product {}; {:.2f} s in all)",
-      trial.items, ratioText(trial.ratio()), trial.bf16Ms, trial.fp32Ms, trial.repeats,
+      "a trial step of {} took {} of fp32's time in bf16 ({:.1f} ms against {:.1f} ms, "
+      "{}; the probe's product {}; {:.2f} s in all)",
+      trial.items == 1 ? std::string("1 sample") : fmt::format("{} samples", trial.items),
+      ratioText(trial.ratio()), trial.bf16Ms, trial.fp32Ms,
+      trial.warmUpOnly ? std::string("its first steps: longer ones are not repeated")
+                       : fmt::format("median of {}", trial.repeats),
       ratioText(probe.slowdown()), trial.seconds);
   if (trial.ratio() > kPaysRatio)
     return {DType::kFp32, fmt::format("{}fp32: {}, but {}: bf16 must take at most {:.2f}x "

@@ -10,8 +10,15 @@
 //     memory plan's trial step runs it) takes at most kPaysRatio of fp32's time. The probe alone
 //     misjudges recurrent models: it said 0.55x for the demo LSTM, which trains 11% slower in
 //     bf16 on an avx512_bf16 Xeon (bench/results/cpu-bf16-2026-12-02/).
-// The trial times pairs of steps until kTrialBudgetSeconds have passed since it began (one
-// warm-up step in each precision included; at least one pair, at most five);
+// The trial grows its batch from 1 item, 4x at a time up to the micro-batch (at most
+// kCpuAutoTrialItems), while a pair of steps (fp32 and bf16) stays under
+// kLongestTrialPairSeconds, each size warmed up once; then it times pairs until
+// kTrialBudgetSeconds have passed since it began (at most five). So a model whose step takes
+// seconds on this CPU is timed on a few items (a smaller batch only favours fp32), and the trial
+// stays near the budget, except where one step of one item takes longer than the budget
+// (lstm-multitf: 1104 sequential LSTM steps a sample, about 1.5 s an item in fp32 on a 2-core
+// Xeon): then the warm-up pair is the measurement, and the trial costs one step in each
+// precision;
 // it leaves the model, its gradients and the RNG as they were (TrialRestorer). Every rank times
 // its own trial at once (as they will train), and rank 0's measurement decides for all.
 // A model that carries state from step to step (stateful lanes) is not tried: it stays fp32.
@@ -40,6 +47,7 @@ struct TrialStep;
 // bf16 must take at most this fraction of fp32's time (1 / 1.2) for auto to choose it.
 constexpr double kPaysRatio = 1 / 1.2;
 constexpr double kTrialBudgetSeconds = 1.5;
+constexpr double kLongestTrialPairSeconds = 0.3;
 // The trial's micro-batch is at most this many items: a large micro-batch of long windows could
 // take seconds a step on a CPU. A smaller batch only favours fp32 (fewer rows per cast weight).
 constexpr std::int64_t kCpuAutoTrialItems = 64;
@@ -56,14 +64,18 @@ std::string cpuModelName();  // "" where /proc/cpuinfo has none
 struct CpuTrialTimes {
   double fp32Ms = 0;  // medians of one forward + backward; 0 = not run
   double bf16Ms = 0;
-  int repeats = 0;     // timed calls of each, after one warm-up of each
-  double seconds = 0;  // the whole trial, warm-ups included
+  int repeats = 0;          // timed calls of each, after one warm-up of each
+  bool warmUpOnly = false;  // the warm-ups spent the budget: they are the measurement
+  double seconds = 0;       // the whole trial, warm-ups included
   std::int64_t items = 0;
   double ratio() const { return fp32Ms > 0 ? bf16Ms / fp32Ms : 0; }
 };
 
-// Times the trial step on `batch` in fp32 and bf16 (trial.precision is not used).
-CpuTrialTimes timeTrialSteps(const TrialStep& trial, const data::Batch& batch);
+// Times the trial step in fp32 and bf16 (trial.precision is not used) on batchOf(n) for n up to
+// maxItems, as the Note says.
+CpuTrialTimes timeTrialSteps(const TrialStep& trial,
+                             const std::function<data::Batch(std::int64_t)>& batchOf,
+                             std::int64_t maxItems);
 
 // What auto decides from.
 struct CpuAutoEvidence {
