@@ -17,8 +17,13 @@ The run prints and records the load average, thread settings and versions, is ma
 the load average went above 1.5, and writes its raw JSON to bench/results/ (bench/benchlib.py). Then the time from launch to the first finished step on a file
 of --first-step-graphs graphs (default 100000), each side in a fresh process.
 
+--precision auto runs megabatch with train.precision=auto against the same PyTorch loop (fp32,
+PyTorch's default); --precision bf16 runs megabatch in bf16 against the loop with its forward and
+loss under torch.autocast("cpu", torch.bfloat16) (docs/operations.md, "Precision on the CPU").
+
 usage: /usr/bin/python3 bench/graphs/gnn_bench.py BUILD_DIR [--repeats 5] [--steps 200]
-           [--batch 8,32] [--threads 1] [--first-step-graphs 100000] [--out results.json]
+           [--batch 8,32] [--threads 1] [--first-step-graphs 100000] [--precision fp32|auto|bf16]
+           [--out results.json]
 """
 import argparse
 import json
@@ -99,7 +104,7 @@ def collate(graphs):
     return torch.cat(xs), torch.cat(types), torch.cat(edges, 1), torch.cat(batch), torch.stack(ys)
 
 
-def python_steps(path, batch_size, threads, train_fraction=0.8):
+def python_steps(path, batch_size, threads, precision="fp32", train_fraction=0.8):
     """A generator: one training step per next()."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -111,8 +116,9 @@ def python_steps(path, batch_size, threads, train_fraction=0.8):
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0, foreach=True)
     while True:
         for x, types, edge_index, batch, y in loader:
-            logits = model(x, types, edge_index, batch, y.shape[0])
-            loss = F.cross_entropy(logits, y)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+                logits = model(x, types, edge_index, batch, y.shape[0])
+                loss = F.cross_entropy(logits.float(), y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -120,9 +126,9 @@ def python_steps(path, batch_size, threads, train_fraction=0.8):
             yield loss.item()
 
 
-def time_python(path, batch, threads, steps, warmup):
+def time_python(path, batch, threads, steps, warmup, precision):
     """(wall seconds, CPU seconds) per step."""
-    step = python_steps(path, batch, threads)
+    step = python_steps(path, batch, threads, precision)
     for _ in range(warmup):
         next(step)
     start, start_cpu = time.perf_counter(), time.process_time()
@@ -135,14 +141,14 @@ def time_python(path, batch, threads, steps, warmup):
 
 # --- megabatch --------------------------------------------------------------------------
 
-def megabatch_command(binary, path, run_dir, threads, batch, steps, log_every):
+def megabatch_command(binary, path, run_dir, threads, batch, steps, log_every, precision="fp32"):
     return [binary, "train", "--config", os.path.join(ROOT, "configs", "graphs-gin.yaml"),
             "data.path=" + path, "run.dir=" + run_dir, "run.resume=never",
             # No checkpoint before the end and a one-batch evaluation at epoch ends: the baseline
             # does neither, and both would land in the timed log windows.
             "train.max_steps=%d" % steps, "train.eval_every=0", "train.eval_batches=1",
             "run.log_every=%d" % log_every, "run.checkpoint_every=1000000",
-            "train.threads=%d" % threads, "train.precision=fp32",
+            "train.threads=%d" % threads, "train.precision=" + precision,
             "train.global_batch=%d" % batch, "train.grad_clip=1.0", "model.layers=%d" % LAYERS,
             "model.hidden=%d" % HIDDEN, "model.head_hidden=%d" % HIDDEN, "optim.weight_decay=0",
             "run.progress=lines"]
@@ -156,14 +162,14 @@ def child_cpu_seconds(cmd, env):
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def time_megabatch(binary, path, run_dir, threads, batch, steps, warmup):
+def time_megabatch(binary, path, run_dir, threads, batch, steps, warmup, precision):
     """(wall, CPU) seconds per step over the steps after warm-up. Wall from metrics.jsonl: log
     windows of `warmup` steps (one host sync per window, as in a real run), the first window
     dropped. CPU = (CPU of this run - CPU of a warm-up-only run) / steps: start-up, loading and
     warm-up cancel, and CPU time is less sensitive than wall time to other load."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    cmd = megabatch_command(binary, path, run_dir, threads, batch, warmup + steps, warmup)
-    short = megabatch_command(binary, path, run_dir + "-short", threads, batch, warmup, warmup)
+    cmd = megabatch_command(binary, path, run_dir, threads, batch, warmup + steps, warmup, precision)
+    short = megabatch_command(binary, path, run_dir + "-short", threads, batch, warmup, warmup, precision)
     cpu = (child_cpu_seconds(cmd, env) - child_cpu_seconds(short, env)) / steps
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         train = [json.loads(line) for line in f if '"event":"train"' in line]
@@ -175,6 +181,10 @@ def time_megabatch(binary, path, run_dir, threads, batch, steps, warmup):
             counted += covered
         previous = r["step"]
     assert counted == steps, (counted, steps)
+    with open(os.path.join(run_dir, "train.log")) as f:
+        chosen = [line.split("info: ", 1)[1].strip() for line in f if "info: train.precision = " in line]
+    if chosen:
+        print("megabatch: " + chosen[-1], flush=True)
     return seconds / counted, cpu
 
 
@@ -209,8 +219,9 @@ def compare_at_batch(binary, path, workdir, args, batch, host):
     for r in range(args.repeats):
         run_dir = os.path.join(workdir, "run-%d-%d" % (batch, r))
         sides = [("mb", lambda: time_megabatch(binary, path, run_dir, args.threads, batch, args.steps,
-                                                args.warmup)),
-                 ("py", lambda: time_python(path, batch, args.threads, args.steps, args.warmup))]
+                                                args.warmup, args.precision)),
+                 ("py", lambda: time_python(path, batch, args.threads, args.steps, args.warmup,
+                                            args.precision))]
         for name, measure in (sides if r % 2 == 0 else sides[::-1]):
             (mb if name == "mb" else py).append(measure())
         host.sample_load()
@@ -240,6 +251,7 @@ def main():
     parser.add_argument("--graphs", type=int, default=3000)
     parser.add_argument("--first-step-graphs", type=int, default=100000)
     parser.add_argument("--skip-first-step", action="store_true")
+    parser.add_argument("--precision", choices=["fp32", "auto", "bf16"], default="fp32")
     parser.add_argument("--out", default="", help="raw JSON (default: bench/results/gnn_bench-DATE.json)")
     parser.add_argument("--first-step-child", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -253,7 +265,7 @@ def main():
     path = os.path.join(workdir, "graphs.h5")
     subprocess.run([binary, "data", "synth-graphs", "--out", path, "--graphs", str(args.graphs)],
                    check=True, stdout=subprocess.DEVNULL)
-    result = {"threads": args.threads, "steps": args.steps, "warmup": args.warmup, "graphs": args.graphs,
+    result = {"precision": args.precision, "threads": args.threads, "steps": args.steps, "warmup": args.warmup, "graphs": args.graphs,
               "repeats": args.repeats,
               "rows": [compare_at_batch(binary, path, workdir, args, b, host) for b in batches]}
 

@@ -23,8 +23,13 @@ graph before it is timed). Each repeat
 runs all three, interleaved; the table gives medians over repeats and the ratios are medians of
 the per-repeat ratios.
 
+--precision auto runs megabatch with train.precision=auto against the baselines in fp32 (PyTorch's
+default); --precision bf16 runs megabatch in bf16 against the baselines with the model's forward
+and the loss under torch.autocast(device, torch.bfloat16) (docs/operations.md, "Precision on the
+CPU"); the graph building stays fp64 on both sides.
     /usr/bin/python3 bench/models/panel_gat_bench.py --binary build/megabatch [--repeats 5]
         [--instruments 1000] [--dates 330] [--batch 4] [--threads 2] [--device cpu|cuda]
+        [--precision fp32|auto|bf16]
 """
 import argparse
 import json
@@ -67,7 +72,7 @@ train:
   epochs: 2
   threads: {threads}
   device: {device}
-  precision: fp32
+  precision: {precision}
   eval_batches: 1
 optim: {{name: adamw, lr: 0.001, schedule: constant}}
 """
@@ -200,9 +205,10 @@ def baseline(args, data, dates, cached, device):
             graphs = build_graphs(past, present, args.k, args.min_periods)
         src, dst = batch_graph(graphs, present.shape[1], device)
         windows, present, target = windows.to(device), present.to(device), target.to(device)
-        out = model(windows, src, dst)
-        weight = present.float()
-        loss = (((out - target) ** 2 * weight).sum(1) / weight.sum(1).clamp_min(1)).mean()
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            out = model(windows, src, dst).float()
+            weight = present.float()
+            loss = (((out - target) ** 2 * weight).sum(1) / weight.sum(1).clamp_min(1)).mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -238,7 +244,7 @@ def megabatch(args, data, tmp, repeat):
         f.write(CONFIG.format(run_dir=run_dir, data=data, window=args.window, hidden=args.hidden,
                               heads=args.heads, gat_layers=args.gat_layers, k=args.k, lookback=args.lookback,
                               min_periods=args.min_periods, batch=args.batch, threads=args.threads,
-                              device=args.device, log_every=args.log_every,
+                              device=args.device, log_every=args.log_every, precision=args.precision,
                               residency="device" if args.device == "cuda" else "host"))
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     out = subprocess.run([args.binary, "train", "--config", config], env=env, stdout=subprocess.PIPE,
@@ -252,6 +258,10 @@ def megabatch(args, data, tmp, repeat):
     first = [r for r in train if r["epoch"] == 0][1:]  # epoch 1 (builds the graphs) minus warm-up
     if not second:
         raise SystemExit("megabatch: too few log windows in epoch 2; lower --log-every")
+    with open(os.path.join(run_dir, "train.log")) as f:
+        chosen = [line.split("info: ", 1)[1].strip() for line in f if "info: train.precision = " in line]
+    if chosen:
+        print("megabatch: " + chosen[-1], flush=True)
     return (statistics.median(r["samples_per_s"] for r in second),
             statistics.median(r["samples_per_s"] for r in first) if first else float("nan"),
             second[-1])
@@ -280,6 +290,7 @@ def main():
                         help="torch threads of both sides (1: OpenMP threads that spin-wait make "
                              "timings erratic on a busy host)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "auto", "bf16"])
     parser.add_argument("--out", default="", help="raw JSON (default: bench/results/panel_gat_bench-DATE.json)")
     args = parser.parse_args()
     device = torch.device(args.device)
