@@ -72,7 +72,7 @@ class Gin(nn.Module):
         h = self.node_encoder(x) + self.type_embedding(types)
         for conv in self.convs:
             h = F.relu(conv(h, edge_index))
-        pooled = torch.zeros(graphs, h.shape[1]).index_add_(0, batch, h)
+        pooled = torch.zeros(graphs, h.shape[1], dtype=h.dtype).index_add_(0, batch, h)  # bf16 under autocast
         return self.head(pooled)
 
 

@@ -8,7 +8,7 @@ a precision difference is judged against). This is the quality check behind `pre
 the CPU (docs/operations.md, "Precision on the CPU"); speed is bench/models/cpu_throughput.py's.
 
 usage: /usr/bin/python3 bench/models/cpu_precision_quality.py BUILD_DIR --config NAME:DATA.h5
-           [--config ...] [--seeds 1,2,3] [--steps N] [--out results.json]
+           [--config ...] [--seeds 1,2,3] [--steps N] [--set KEY=VALUE ...] [--out results.json]
 """
 import argparse
 import json
@@ -39,13 +39,14 @@ def last_validation(metrics_path):
             if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in skip}
 
 
-def train(binary, config, data, precision, seed, steps, workdir):
+def train(binary, config, data, precision, seed, steps, workdir, overrides):
     run_dir = os.path.join(workdir, f"{os.path.basename(config)}-{precision}-{seed}")
     command = ["mpirun", "-np", "2", "--oversubscribe", binary, "train", "--config", config,
                f"data.path={data}", f"run.dir={run_dir}", f"train.precision={precision}",
                f"train.seed={seed}", "train.threads=1"]
     if steps:
         command.append(f"train.max_steps={steps}")
+    command += overrides
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(command)} exited {result.returncode}:\n{result.stderr[-3000:]}")
@@ -71,12 +72,13 @@ def main():
     parser.add_argument("--config", action="append", required=True, help="NAME:DATA.h5 (configs/NAME.yaml)")
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--steps", type=int, default=0, help="train.max_steps (0: the config's)")
+    parser.add_argument("--set", action="append", default=[], help="a config override for every run")
     parser.add_argument("--out")
     args = parser.parse_args()
     binary = os.path.abspath(os.path.join(args.build_dir, "megabatch"))
     host = benchlib.Host(threads=2, binaries={"megabatch": binary})
     seeds = [int(s) for s in args.seeds.split(",")]
-    result = {"seeds": seeds, "steps": args.steps, "configs": {}}
+    result = {"seeds": seeds, "steps": args.steps, "overrides": args.set, "configs": {}}
     with tempfile.TemporaryDirectory(prefix="mb-quality-") as workdir:
         for spec in args.config:
             name, data = spec.split(":", 1)
@@ -85,7 +87,7 @@ def main():
             for seed in seeds:
                 for precision in ("fp32", "bf16"):
                     runs[precision].append(train(binary, config, os.path.abspath(data), precision, seed,
-                                                 args.steps, workdir))
+                                                 args.steps, workdir, args.set))
                     host.sample_load()
                     print(f"{name} seed {seed} {precision}: {runs[precision][-1]}", flush=True)
             result["configs"][name] = {"runs": runs, "summary": summarise(runs)}

@@ -128,7 +128,7 @@ CpuTrialTimes timeTrialSteps(const TrialStep& trial,
       const std::int64_t next = std::min(maxItems, items * 4);
       const double predictedMs = pairMs * static_cast<double>(next) / static_cast<double>(items);
       if (predictedMs > kLongestTrialPairSeconds * 1000 ||
-          millisecondsSince(start) + predictedMs > kTrialBudgetSeconds * 1000 / 2)
+          millisecondsSince(start) + predictedMs > kTrialBudgetSeconds * 1000 * 0.6)
         break;
       items = next;
       batch = batchOf(items);
