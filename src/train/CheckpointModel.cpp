@@ -251,7 +251,8 @@ void readNewestCheckpoint(const std::string& fileOrRunDir,
     try {
       read(path);
       return;
-    } catch (const Error&) {
+    } catch (const std::exception&) {
+      // Any error, not only ours: std::filesystem's own (file_size of the vanished file) too.
       if (path == fileOrRunDir || fs::exists(path) || attempt == kTries) throw;
       log::get("ckpt").info(
           "{} was removed while it was read (a newer checkpoint replaced it): "

@@ -88,8 +88,16 @@ def mpirun(np, args, timeout=300, env=None, cwd=None, extra=()):
     return _run(cmd, timeout, env, cwd)
 
 
+# train.precision: auto measures bf16 against fp32 on a CPU with bf16 units (Note [CPU auto
+# precision]), so two runs of one config could differ in precision, and a run compared bit for bit
+# with another would depend on a timing. Tests therefore see bf16 measure as slow as fp32 (auto
+# keeps fp32) unless they set MEGABATCH_FAULT_CPU_BF16_RATIO themselves
+# (tests/train/test_precision_fit.py does).
+AUTO_IS_FP32 = {"MEGABATCH_FAULT_CPU_BF16_RATIO": "1"}
+
+
 def _run(cmd, timeout, env, cwd):
-    full_env = dict(os.environ)
+    full_env = dict(AUTO_IS_FP32, **os.environ)
     if env:
         full_env.update(env)
     start = time.monotonic()
