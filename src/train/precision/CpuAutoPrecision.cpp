@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "common/OutOfMemory.h"
 #include "config/ConfigSchema.h"
 #include "data/Batch.h"
 #include "dist/FaultInjection.h"
@@ -101,6 +102,8 @@ std::int64_t cpuIdentity() {
 CpuTrialTimes timeTrialSteps(const TrialStep& trial,
                              const std::function<data::Batch(std::int64_t)>& batchOf,
                              std::int64_t maxItems) {
+  // Names the trial in an out-of-memory message (Note [Out of memory is an expected error]).
+  MemoryPhase phase("the trial step of train.precision = auto");
   CpuTrialTimes times;
   const Clock::time_point start = Clock::now();
   auto leaveNoTrace = [&] {
