@@ -103,7 +103,11 @@ mb_daemon_keepalive_args() {  # mb_daemon_keepalive_args USER_ARGS BIN CONFIG [k
 # SIGINT ends the job at once: SIGKILL to mpirun, whose ranks follow within seconds; srun gets
 # two SIGINTs, its own "end the step now". The launcher then exits 130.
 # mb_run_job CMD... runs CMD so; it sets MB_STOP_SIGNAL (USR1, TERM, INT, HUP, or empty) and
-# MB_JOB_STATUS (the job's exit code, 130 after a second SIGINT).
+# MB_JOB_STATUS (the job's exit code, 130 after a second SIGINT). With MB_JOB_LOG set, the job's
+# output (stdout and stderr together) is also appended to that file, by a tee that ignores the
+# stop signals, so that a Ctrl-C never breaks the job's pipe. With MB_JOB_WATCHER set, that
+# command runs beside the job with the job's pid as its argument, and ends with it
+# (launch/elastic.sh's scale-up watch).
 mb_run_job() {
   MB_STOP_SIGNAL=""
   MB_JOB_STATUS=0
@@ -115,8 +119,17 @@ mb_run_job() {
   trap '_mb_stop_job TERM' TERM
   trap '_mb_stop_job INT' INT
   trap '_mb_stop_job HUP' HUP
-  setsid "$@" </dev/null &
+  if [[ -n ${MB_JOB_LOG:-} ]]; then
+    setsid "$@" </dev/null > >(trap '' INT TERM HUP USR1; exec tee -a "$MB_JOB_LOG") 2>&1 &
+  else
+    setsid "$@" </dev/null &
+  fi
   _mb_job=$!
+  local watcher=""
+  if [[ -n ${MB_JOB_WATCHER:-} ]]; then
+    "$MB_JOB_WATCHER" "$_mb_job" &
+    watcher=$!
+  fi
   # A signal before the job started: megabatch records one from its first instruction on.
   [[ -n $MB_STOP_SIGNAL ]] && kill -USR1 "$_mb_job" 2>/dev/null
   # `wait` returns early (status > 128) when a trap runs; wait again for the job's own status.
@@ -127,6 +140,10 @@ mb_run_job() {
     [[ $_mb_interrupted == 1 ]] || break
   done
   [[ $_mb_ended == 1 ]] && MB_JOB_STATUS=130  # as a process that Ctrl-C ended
+  if [[ -n $watcher ]]; then
+    kill "$watcher" 2>/dev/null || true  # it may have ended by itself
+    wait "$watcher" 2>/dev/null || true
+  fi
   trap - USR1 TERM INT HUP
 }
 

@@ -3,6 +3,7 @@
 # and Open MPI settings of an InfiniBand (or plain TCP) cluster. See docs/operations.md.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/elastic.sh"
 
 usage() {
   cat <<'EOF'
@@ -29,6 +30,19 @@ Options:
   --ib-hca LIST        InfiniBand adapters for NCCL and UCX, e.g. mlx5_0,mlx5_1: sets
                        NCCL_IB_HCA=LIST and UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1
   --cpu                train on the CPU (adds train.device=cpu)
+Restarts (docs/operations.md, "Restarts after a lost host"):
+  --max-restarts N     after a lost host, a cut link or a dead rank, start again by itself
+                       on the hosts that still answer, from checkpoints/latest, up to N
+                       times (default 0: never). A bad config, data or checkpoint (exit 2, 3,
+                       4), an out-of-memory end or a user's stop is never retried.
+  --min-hosts M        restart only on at least M hosts (default 1)
+  --host-wait S        with fewer than M hosts answering, probe for up to S seconds before
+                       giving up (default 300)
+  --probe-timeout S    a host that does not answer `ssh HOST true` (the plm_rsh_agent when
+                       MB_MPIRUN_ARGS names one) within S seconds is lost (default 10)
+  --probe-every S      seconds between probes of missing hosts (default 10)
+  --scale-up           take a lost host back when it answers again: the job checkpoints at
+                       the next step and starts again with it (costs a stop and a start)
   --dry-run            print the mpirun command, run nothing
   -h, --help           this text
 
@@ -57,7 +71,13 @@ EOF
 }
 
 hostfile="" nproc_arg="" cpus_per_rank="" bind=core net=ib ifname="" ib_hca="" cpu=0 dry_run=0
+MB_ELASTIC_MAX_RESTARTS=0 MB_ELASTIC_MIN_HOSTS=1 MB_ELASTIC_HOST_WAIT=300
+MB_ELASTIC_PROBE_TIMEOUT=10 MB_ELASTIC_PROBE_EVERY=10 MB_ELASTIC_SCALE_UP=0
 need() { [[ $2 -ge 2 ]] || mb_die 2 "$1 needs a value" "see launch/train-multinode.sh --help"; }
+count() {  # count OPTION VALUE MINIMUM: VALUE, a whole number of at least MINIMUM
+  [[ $2 =~ ^[0-9]+$ && $2 -ge $3 ]] || mb_die 2 "$1 $2: expected a whole number of at least $3"
+  echo "$2"
+}
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
@@ -76,6 +96,12 @@ while [[ $# -gt 0 ]]; do
     --ib-hca) need "$1" $#; ib_hca=$2; shift 2 ;;
     --ib-hca=*) ib_hca=${1#*=}; shift ;;
     --cpu) cpu=1; shift ;;
+    --max-restarts) need "$1" $#; MB_ELASTIC_MAX_RESTARTS=$(count "$1" "$2" 0); shift 2 ;;
+    --min-hosts) need "$1" $#; MB_ELASTIC_MIN_HOSTS=$(count "$1" "$2" 1); shift 2 ;;
+    --host-wait) need "$1" $#; MB_ELASTIC_HOST_WAIT=$(count "$1" "$2" 0); shift 2 ;;
+    --probe-timeout) need "$1" $#; MB_ELASTIC_PROBE_TIMEOUT=$(count "$1" "$2" 1); shift 2 ;;
+    --probe-every) need "$1" $#; MB_ELASTIC_PROBE_EVERY=$(count "$1" "$2" 1); shift 2 ;;
+    --scale-up) MB_ELASTIC_SCALE_UP=1; shift ;;
     --dry-run) dry_run=1; shift ;;
     --) shift; break ;;
     -*) mb_die 2 "unknown option $1" "see launch/train-multinode.sh --help" ;;
@@ -106,7 +132,7 @@ else
   [[ $cpus_per_rank -ge 1 ]] || cpus_per_rank=1
 fi
 
-mpi=(mpirun -np "$np" --hostfile "$hostfile" "${MB_ROOT_FLAGS[@]}")
+mpi=("${MB_ROOT_FLAGS[@]}")
 if [[ $bind == core ]]; then
   mpi+=(--map-by "slot:PE=$cpus_per_rank" --bind-to core)
 else
@@ -145,17 +171,29 @@ bin=$(mb_find_bin)
 mpi+=($(mb_daemon_keepalive_args "${MB_MPIRUN_ARGS:-}" "$bin" "$config" "$@"))
 # shellcheck disable=SC2206  # MB_MPIRUN_ARGS is a list of words on purpose
 [[ -n ${MB_MPIRUN_ARGS:-} ]] && mpi+=(${MB_MPIRUN_ARGS})
-cmd=("${mpi[@]}" "$bin" train --config "$config")
-[[ $cpu == 1 ]] && cmd+=(train.device=cpu)
-cmd+=("$@")
+job=("$bin" train --config "$config")
+[[ $cpu == 1 ]] && job+=(train.device=cpu)
+job+=("$@")
+cmd=(mpirun -np "$np" --hostfile "$hostfile" "${mpi[@]}" "${job[@]}")
 
 if [[ $dry_run == 1 ]]; then
   echo "# $hosts host(s), $total_slots slot(s), $np rank(s), $cpus_per_rank core(s) per rank"
+  ((MB_ELASTIC_MAX_RESTARTS == 0)) ||
+    echo "# restarts: up to $MB_ELASTIC_MAX_RESTARTS on the hosts that answer (at least" \
+      "$MB_ELASTIC_MIN_HOSTS), probes of $MB_ELASTIC_PROBE_TIMEOUT s every $MB_ELASTIC_PROBE_EVERY s," \
+      "scale-up $( ((MB_ELASTIC_SCALE_UP == 1)) && echo on || echo off)"
   for name in $(compgen -e | grep -E '^(NCCL_|UCX_|OMP_NUM_THREADS$)' || true); do echo "$name=${!name}"; done
   mb_show_command "${cmd[@]}"
   exit 0
 fi
 # Note [Stop signals in the launchers] (common.sh): SIGTERM, SIGINT and SIGHUP reach mpirun as
 # SIGUSR1, so the job checkpoints and this script exits 75.
-mb_run_job "${cmd[@]}"
+if ((MB_ELASTIC_MAX_RESTARTS > 0 || MB_ELASTIC_SCALE_UP == 1)); then
+  # Note [Restarts after a lost host] (elastic.sh); the run directory names where it resumes.
+  run_dir=$("$bin" "${job[@]:1}" --print-config 2>/dev/null |
+    awk '/^run:/ { r = 1; next } /^[^ ]/ { r = 0 } r && $1 == "dir:" { sub(/^[^:]*: */, ""); print; exit }')
+  mb_elastic_run "$hostfile" "$nproc_arg" "${run_dir:-runs/default}" "${mpi[@]}" -- "${job[@]}"
+else
+  mb_run_job "${cmd[@]}"
+fi
 exit "$MB_JOB_STATUS"

@@ -1,4 +1,5 @@
-// megabatch plot RUN_DIR: loss, learning rate, and throughput curves from metrics.jsonl,
+// megabatch plot RUN_DIR: loss, learning rate, and throughput curves from metrics.jsonl (with
+// out-of-memory redos and restarts marked),
 // rendered to a PNG by matplotlib (Debian's python3-matplotlib).
 #include <sys/wait.h>
 #include <unistd.h>
@@ -60,7 +61,8 @@ train = kinds.get("train", [])
 evals = kinds.get("eval", [])
 plans = kinds.get("memory_plan", [])
 redos = kinds.get("oom_redo", [])
-known = {"train", "eval", "memory_plan", "oom_redo"}
+restarts = kinds.get("restart", [])
+known = {"train", "eval", "memory_plan", "oom_redo", "restart", "checkpoint"}
 for line_number in torn:
     sys.stderr.write("%s:%d is not a whole JSON record (a run killed mid-write?): skipped\n"
                      % (metrics, line_number))
@@ -79,6 +81,17 @@ def series(records, key, scale=1.0):
 def mark_redos(axis):
     for r in redos:
         axis.axvline(r["step"], color="tab:red", ls=":", lw=1)
+
+def mark_restarts(axis, label):
+    # A restart resumes at its checkpoint's step; the label gives the rank counts it changed.
+    for r in restarts:
+        axis.axvline(r["step"], color="tab:orange", ls="--", lw=1)
+        if label:
+            text = "restart %s" % r.get("restart", "")
+            if number(r.get("ranks_before")) and number(r.get("ranks_after")):
+                text += ": %d to %d ranks" % (r["ranks_before"], r["ranks_after"])
+            axis.annotate(text, xy=(r["step"], 0.97), xycoords=("data", "axes fraction"), rotation=90,
+                          va="top", ha="right", fontsize=7, color="tab:orange")
 
 panels = ["loss", "lr", "speed", "time", "memory"]
 fig, axes = plt.subplots(len(panels), 1, figsize=(9, 14), sharex=True)
@@ -144,9 +157,12 @@ if ax["memory"].get_legend_handles_labels()[0]:
 
 for name, axis in ax.items():
     mark_redos(axis)
+    mark_restarts(axis, name == "loss")
     axis.grid(alpha=0.3)
 if redos:
     ax["loss"].plot([], [], color="tab:red", ls=":", label="out-of-memory redo")
+if restarts:
+    ax["loss"].plot([], [], color="tab:orange", ls="--", label="restart")
 ax["loss"].legend()
 axes[-1].set_xlabel("step")
 fig.suptitle(title)

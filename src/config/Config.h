@@ -215,6 +215,7 @@ struct RunConfig {
   std::string resume = "auto";  // auto | never | path to a checkpoint
   std::int64_t keepLast = 3;
   std::int64_t checkpointEvery = 0;  // steps; 0 = at epoch ends and at the end
+  double checkpointEveryS = 0;       // seconds as well (rank 0's clock); 0 = off
   std::int64_t logEvery = 10;
   std::string logLevel = "info";
   ProgressKind progress = ProgressKind::kAuto;

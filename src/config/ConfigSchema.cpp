@@ -93,6 +93,10 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("run.checkpoint_every", run.checkpointEvery,
                "steps between checkpoints; 0 = epoch ends and the end",
                {"save_every", "ckpt_every"}),
+      MB_FIELD("run.checkpoint_every_s", run.checkpointEveryS,
+               "seconds between checkpoints as well (rank 0's clock, the same step on every "
+               "rank); 0 = off",
+               {"train_time_interval", "save_every_s"}),
       MB_FIELD("run.log_every", run.logEvery, "steps between progress lines and metrics records",
                {"print_every"}),
       MB_FIELD("run.log_level", run.logLevel, "trace|debug|info|warn|error", {"verbosity"}),

@@ -244,6 +244,7 @@ std::vector<Rule> buildRules() {
       minimum("run.lock_wait_s", MB_GET(run.lockWaitS), 0.0),
       minimum("run.keep_last", MB_GET(run.keepLast), 1),
       minimum("run.checkpoint_every", MB_GET(run.checkpointEvery), 0),
+      minimum("run.checkpoint_every_s", MB_GET(run.checkpointEveryS), 0.0),
       minimum("run.log_every", MB_GET(run.logEvery), 1),
       minimum("data.canonical_shards", MB_GET(data.canonicalShards), 1),
       openRange("data.split.train_fraction", MB_GET(data.split.trainFraction), 0.0, 1.0 + 1e-12),

@@ -64,6 +64,13 @@ TrainingFaults parseTrainingFaults() {
   if (auto rank = env::getInt("MEGABATCH_FAULT_NAN_RANK")) faults.nanRank = static_cast<int>(*rank);
   if (auto count = env::getInt("MEGABATCH_FAULT_NAN_COUNT")) faults.nanCount = *count;
   if (auto step = env::getInt("MEGABATCH_FAULT_STOP_STEP")) faults.stopStep = *step;
+  if (auto die = env::get("MEGABATCH_FAULT_DIE_STEP")) {
+    const std::vector<std::string> parts = str::split(*die, ':');
+    if (parts.size() == 2) {
+      faults.dieRank = std::stoi(parts[0]);
+      faults.dieStep = std::stoll(parts[1]);
+    }
+  }
   if (auto steps = env::get("MEGABATCH_FAULT_NAN_STEPS")) {
     for (const std::string& step : str::split(*steps, ','))
       faults.nanSteps.insert(std::stoll(step));

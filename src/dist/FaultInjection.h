@@ -21,6 +21,9 @@
 //     on the steps listed.
 //   MEGABATCH_FAULT_STOP_STEP=S
 //     a SIGTERM arrives (on every rank) when step S has finished.
+//   MEGABATCH_FAULT_DIE_STEP=RANK:S
+//     rank RANK dies of a SIGKILL when step S has finished: a dead rank, as a crash or the
+//     kernel's OOM killer leaves one (the launchers' restarts: launch/elastic.sh).
 //   MEGABATCH_FAULT_EVAL_BATCH_MS=MS
 //     every evaluation batch takes MS milliseconds longer.
 //   MEGABATCH_FAULT_OOM=RANK:PHASE[:SKIP] lives in common/OutOfMemory.h (a refused allocation
@@ -51,11 +54,15 @@ struct TrainingFaults {
   int nanRank = -1;  // -1: every rank
   std::set<std::int64_t> nanSteps;
   std::int64_t stopStep = -1;
+  int dieRank = -1;
+  std::int64_t dieStep = -1;
 
   // The loss of `step` (1-based) on `rank` is to be NaN.
   bool nanLossAt(std::int64_t step, int rank) const;
   // A SIGTERM is to arrive once `step` has finished.
   bool stopAfter(std::int64_t step) const { return step == stopStep; }
+  // `rank` is to die once `step` has finished.
+  bool dieAfter(std::int64_t step, int rank) const { return step == dieStep && rank == dieRank; }
 };
 const TrainingFaults& trainingFaults();
 

@@ -98,11 +98,13 @@ int stopSeen() {
   return own != 0 ? own : dist::Watchdog::instance().peerStop();
 }
 
-StepVote voteAfterGradients(dist::Communicator& control, bool leftEarly, int rankThatRanOut) {
-  at::Tensor vote = at::tensor({stopSeen(), leftEarly ? 1 : 0, rankThatRanOut}, at::kInt);
-  control.allReduce(vote, dist::ReduceOp::kMax, "step vote (stop, out of memory)");
+StepVote voteAfterGradients(dist::Communicator& control, bool leftEarly, int rankThatRanOut,
+                            bool checkpointDue) {
+  at::Tensor vote =
+      at::tensor({stopSeen(), leftEarly ? 1 : 0, rankThatRanOut, checkpointDue ? 1 : 0}, at::kInt);
+  control.allReduce(vote, dist::ReduceOp::kMax, "step vote (stop, out of memory, checkpoint)");
   const auto* agreed = vote.data_ptr<int>();
-  return StepVote{agreed[0], agreed[1] != 0, agreed[2]};
+  return StepVote{agreed[0], agreed[1] != 0, agreed[2], agreed[3] != 0};
 }
 
 // Note [Stop lead time]

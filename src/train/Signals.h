@@ -30,11 +30,13 @@ int stopSeen();
 
 // What every rank knows after a training step's gradients (one collective over `control`).
 struct StepVote {
-  int stopSignal = 0;       // some rank saw a stop request (its signal)
-  bool incomplete = false;  // some rank left its micro-batches early: the step must be dropped
-  int rankThatRanOut = -1;  // the highest rank that ran out of memory (StepRedo), or -1
+  int stopSignal = 0;          // some rank saw a stop request (its signal)
+  bool incomplete = false;     // some rank left its micro-batches early: the step must be dropped
+  int rankThatRanOut = -1;     // the highest rank that ran out of memory (StepRedo), or -1
+  bool checkpointDue = false;  // rank 0's clock asks for a checkpoint (run.checkpoint_every_s)
 };
-StepVote voteAfterGradients(dist::Communicator& control, bool leftEarly, int rankThatRanOut);
+StepVote voteAfterGradients(dist::Communicator& control, bool leftEarly, int rankThatRanOut,
+                            bool checkpointDue);
 
 // Note [Stop lead time] (Signals.cpp): warns, once, when the time SLURM gives between its stop
 // signal and the kill (MEGABATCH_STOP_LEAD_S, which slurm/job.sh reads from the batch script's

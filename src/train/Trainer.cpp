@@ -39,6 +39,7 @@
 #include "train/precision/Precision.h"
 #include "train/watch/Metrics.h"
 #include "train/watch/PaceWatch.h"
+#include "train/watch/RestartRecord.h"
 #include "train/watch/StepChecks.h"
 #include "train/watch/StepPhases.h"
 #include "train/watch/StepProfiler.h"
@@ -153,6 +154,8 @@ RunOutcome Trainer::run() {
   progress_ = std::make_unique<ProgressBar>(config_.run.progress, isRoot());
   Window window;
   bool epochStarted = false;
+  std::optional<RestartInfo> restart = isRoot() ? restartFromEnvironment() : std::nullopt;
+  const std::int64_t startStep = state_.step;
   RunOutcome outcome = RunOutcome::kFinished;
   if (state_.step > 0 && state_.evalPendingStep == state_.step) {
     // Note [Checkpoint before evaluation]
@@ -197,6 +200,15 @@ RunOutcome Trainer::run() {
     const Schedule::AfterStep after = schedule_->afterStep(state_);  // Note [Training schedule]
     logStep(step, window, after.log);
     progress_->update(state_.step, schedule_->totalSteps(), step.samples, lastStepLr());
+    // MEGABATCH_FAULT_DIE_STEP (FaultInjection.h): a dead rank, once the step is logged.
+    if (dist::trainingFaults().dieAfter(state_.step, runtime_.rank())) std::raise(SIGKILL);
+    if (restart) {  // Note [Restart records]: after the first step of a restarted run
+      JsonRecord record;
+      trainLog().warn("{}",
+                      describeRestart(*restart, startStep, runtime_.size(), unixSeconds(), record));
+      if (metrics_) metrics_->write(record);
+      restart.reset();
+    }
     if (after.epochEnded) {
       pace_->epochEnded(state_.epoch);
       logModelStatistics();
@@ -211,9 +223,11 @@ RunOutcome Trainer::run() {
     // Note [Checkpoint before evaluation]; a stop agreed in the step leaves its evaluation to
     // the resumed run.
     if (after.evaluate) state_.evalPendingStep = state_.step;
-    if (after.checkpoint) {
+    if (after.checkpoint || step.checkpointDue) {
       const BetweenStepsTimer timer(window.checkpointSeconds);
-      saveCheckpoint(after.last ? "end of training" : "scheduled");
+      saveCheckpoint(after.last         ? "end of training"
+                     : after.checkpoint ? "scheduled"
+                                        : "run.checkpoint_every_s");
     }
     if (step.stopSignal != 0) {
       trainLog().warn(
@@ -271,8 +285,10 @@ Trainer::StepResult Trainer::trainStep() {
   for (;;) {
     const MicroBatches mine = accumulateGradients(normalizer, redo, lossSum);
     const StepVote vote =
-        voteAfterGradients(control(), mine.leftEarly, mine.ranOut ? runtime_.rank() : -1);
+        voteAfterGradients(control(), mine.leftEarly, mine.ranOut ? runtime_.rank() : -1,
+                           isRoot() && schedule_->checkpointTimeDue());
     result.stopSignal = vote.stopSignal;
+    result.checkpointDue = vote.checkpointDue;
     if (vote.stopSignal != 0 && (vote.incomplete || vote.rankThatRanOut >= 0)) {
       dropStep(mine, vote.stopSignal);  // Note [Stopping within seconds]
       result.dropped = true;

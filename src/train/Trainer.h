@@ -77,6 +77,7 @@ class Trainer {
     // signal; 0: none). `dropped`: a rank left its micro-batches early, so nothing was applied.
     int stopSignal = 0;
     bool dropped = false;
+    bool checkpointDue = false;  // Note [Checkpoints by time] (Schedule.cpp): every rank agrees
   };
   // This rank's micro-batches of a step, as accumulateGradients left them.
   struct MicroBatches {

@@ -138,7 +138,7 @@ void Trainer::logStep(const StepResult& step, Window& window, bool lineDue) {
     record.add("grad_norm", checks_->lastGradNorm())
         .add("skipped_steps", checks_->skippedInWindow());
     if (scaler_->enabled()) record.add("loss_scale", lossScale);
-    record.add("time", static_cast<double>(std::time(nullptr)));
+    record.addTime("time", unixSeconds());
     metrics_->write(record);
   }
   progress_->setLoss(meanLoss);
@@ -215,8 +215,7 @@ std::map<std::string, double> Trainer::evaluate(data::Split split) {
     record.add("samples", samples);
     for (const auto& [name, value] : results)
       record.add(name.substr(prefix.size()), value);
-    record.add("eval_time_s", secondsSince(start))
-        .add("time", static_cast<double>(std::time(nullptr)));
+    record.add("eval_time_s", secondsSince(start)).addTime("time", unixSeconds());
     metrics_->write(record);
   }
   std::string line;
@@ -327,6 +326,12 @@ void Trainer::saveCheckpoint(const char* reason) {
   state_.checkpointWriteSeconds = secondsSince(start);  // Note [Stop lead time]
   trainLog().info("checkpoint ({}) at step {}: {} in {:.2f} s", reason, state_.step, path,
                   state_.checkpointWriteSeconds);
+  if (metrics_) {  // what a checkpoint costs: run.checkpoint_every_s is chosen against it
+    JsonRecord record;
+    record.add("event", "checkpoint").add("step", state_.step).add("reason", reason);
+    record.add("write_s", state_.checkpointWriteSeconds).addTime("time", unixSeconds());
+    metrics_->write(record);
+  }
   stopLead_.check(state_.microBatchSeconds, state_.checkpointWriteSeconds);
 }
 

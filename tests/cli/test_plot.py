@@ -48,10 +48,15 @@ class PlotTest(mbtest.SeriesTrainingTestCase):
         self.assertTrue({"memory_plan", "train", "eval"} <= kinds, kinds)
         with open(os.path.join(run_dir, "metrics.jsonl"), "a") as f:
             f.write('{"event":"oom_redo","step":30,"rank":1,"micro_batch_before":16,"micro_batch":8}\n')
+            f.write('{"event":"restart","step":20,"restart":1,"reason":"host lost","ranks_before":2,'
+                    '"ranks_after":1,"lost_hosts":"node02","resume_step":20,"steps_redone":3}\n')
+            f.write('{"event":"checkpoint","step":20,"reason":"scheduled","write_s":0.02}\n')
             f.write('{"event":"a_kind_from_a_later_version","step":40,"value":1}\n')
             f.write('{"event":"train","step":41,"epoch":0,"split":"tr')
         r = self.plot(run_dir)
         self.assertIn("a_kind_from_a_later_version (1)", r.output)
+        self.assertNotIn("restart (1)", r.output)  # drawn: a line at its step, labelled with its ranks
+        self.assertNotIn("checkpoint (", r.output)
         self.assertIn("metrics.jsonl:%d is not a whole JSON record" % self.lines(run_dir), r.output)
 
     def lines(self, run_dir):

@@ -22,3 +22,10 @@ mb_add_python_test(host_faults.slow_link launch/test_host_faults.py
                    ARGS SlowLinkTest.test_a_slow_link_trains_the_same_and_shows_as_communication
                    LABEL launch TIMEOUT 300)
 set_tests_properties(py.host_faults.slow_link PROPERTIES PROCESSORS 2)
+# Restarts after a lost host (launch/elastic.sh): on the two-host bed, a host lost, a link cut
+# for good, and a host that returns (one uninterrupted run shared, about 70 s); on one host,
+# what is not retried (about 40 s).
+mb_add_python_test(restarts.two_hosts launch/test_restarts.py ARGS RestartTest LABEL launch TIMEOUT 400)
+set_tests_properties(py.restarts.two_hosts PROPERTIES PROCESSORS 2)
+mb_add_python_test(restarts.not_retried launch/test_restarts.py ARGS NotRetriedTest LABEL launch TIMEOUT 300)
+set_tests_properties(py.restarts.not_retried PROPERTIES PROCESSORS 2)

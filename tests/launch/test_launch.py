@@ -99,6 +99,14 @@ class LaunchTest(mbtest.TempDirTestCase):
         r = script("train-single.sh", [DEMO], env={"MEGABATCH_BIN": "/nonexistent/megabatch"})
         self.assertExit(r, 2, "MEGABATCH_BIN=/nonexistent/megabatch is not an executable file")
         self.assertExit(script("train-multinode.sh", [DEMO]), 2, "--hostfile is required")
+        hosts = self.write("hosts", "localhost slots=2\n")
+        self.assertExit(script("train-multinode.sh", ["--hostfile", hosts, "--max-restarts", "two", DEMO]), 2,
+                        "--max-restarts two: expected a whole number of at least 0")
+        self.assertExit(script("train-multinode.sh", ["--hostfile", hosts, "--min-hosts", "0", DEMO]), 2,
+                        "--min-hosts 0: expected a whole number of at least 1")
+        r = script("train-multinode.sh", ["--dry-run", "--hostfile", hosts, "--max-restarts", "3", "--scale-up", DEMO])
+        self.assertExit(r, 0, "# restarts: up to 3 on the hosts that answer (at least 1), probes of 10 s every 10 s, "
+                        "scale-up on")
 
     def test_dry_run_shows_binding_and_passes_overrides(self):
         r = script("train-node.sh", ["--dry-run", "-n", "2", "--cpus-per-rank", "1", "--cpu", DEMO, "optim.lr=0.5"])

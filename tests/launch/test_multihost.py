@@ -12,6 +12,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
@@ -23,6 +24,10 @@ import numpy as np  # noqa: E402
 
 SUBNET = "10.213.%d.0/24"
 IFNAME = "mbnet0"  # the same name in both namespaces, so --ifname fits both hosts
+SSHD_PORT = 2222  # the stand-in sshd of TwoHosts(sshd=True)
+# A stand-in for a host's sshd: it accepts and closes connections, nothing more.
+SSHD = ("import socket\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "s.bind(('0.0.0.0', %d))\ns.listen(64)\nwhile True:\n    s.accept()[0].close()\n" % SSHD_PORT)
 
 
 def sh(cmd, check=True):
@@ -46,9 +51,14 @@ def kill_everything_in(ns):
 
 class TwoHosts:
     """Two namespaces mbA<pid>, mbB<pid> with addresses .1 and .2 of a private /24 on a veth
-    pair; removed (with everything in them) by close()."""
+    pair; removed (with everything in them) by close().
 
-    def __init__(self, root):
+    With sshd=True the second host is up only while a stand-in sshd runs in it (start_sshd()):
+    the agent, like ssh, first connects to it over the link and fails (exit 255) when it cannot.
+    So killing every process of the host, or cutting the link, makes it one that does not
+    answer, as a crashed host does, and start_sshd() brings it back, as a reboot does."""
+
+    def __init__(self, root, sshd=False):
         if os.getuid() != 0:
             raise RuntimeError("network namespaces need root (this runs as uid %d)" % os.getuid())
         if shutil.which("ip") is None:
@@ -59,6 +69,7 @@ class TwoHosts:
         self.addr = ["10.213.%d.1" % net, "10.213.%d.2" % net]
         self.names = ["mbhost1", "mbhost2"]
         self.created = []
+        self.sshds = []
         try:
             for ns in self.ns:
                 sh(["ip", "netns", "add", ns])
@@ -76,13 +87,30 @@ class TwoHosts:
             raise
         # The "ssh" Open MPI uses to start its daemon on the other host.
         self.agent = os.path.join(root, "netns-rsh")
-        cases = "\n".join('  %s) ns=%s name=%s ;;' % (a, ns, n) for a, ns, n in zip(self.addr, self.ns, self.names))
+        cases = "\n".join('  %s) ns=%s name=%s gate=%s ;;' % (a, ns, n, 1 if sshd and i == 1 else "")
+                          for i, (a, ns, n) in enumerate(zip(self.addr, self.ns, self.names)))
+        gate = ('if [ -n "$gate" ] && ! timeout 2 bash -c ": <>/dev/tcp/$host/%d" 2>/dev/null; then\n'
+                '  echo "netns-rsh: ssh: connect to host $host port 22: no answer" >&2; exit 255\nfi\n' % SSHD_PORT)
         with open(self.agent, "w") as f:
             f.write("#!/bin/bash\n# plm_rsh_agent: HOST COMMAND... -> run COMMAND in HOST's namespace\n"
                     "host=$1; shift\ncase $host in\n%s\n  *) echo \"netns-rsh: unknown host $host\" >&2; exit 255 ;;\nesac\n"
+                    "%s"
                     "echo \"$host $ns $*\" >> \"$0.log\"\n"
-                    "exec ip netns exec $ns unshare --uts /bin/sh -c \"hostname $name; $*\"\n" % cases)
+                    "exec ip netns exec $ns unshare --uts /bin/sh -c \"hostname $name; $*\"\n" % (cases, gate))
         os.chmod(self.agent, os.stat(self.agent).st_mode | stat.S_IXUSR)
+
+    def start_sshd(self, host=1):
+        """Starts the stand-in sshd in host's namespace (kill_everything_in ends it) and waits
+        until it listens."""
+        self.sshds.append(subprocess.Popen(["ip", "netns", "exec", self.ns[host], mbtest.PYTHON, "-c", SSHD],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                           start_new_session=True))
+        for _ in range(100):
+            probe = "ss -ltn | grep -q ':%d '" % SSHD_PORT
+            if sh(["ip", "netns", "exec", self.ns[host], "sh", "-c", probe], check=False).returncode == 0:
+                return
+            time.sleep(0.05)
+        raise RuntimeError("the stand-in sshd did not start in %s" % self.ns[host])
 
     def on_first(self, cmd):
         """The command line that runs cmd (a list) in host 1's namespace under its own hostname."""
@@ -159,6 +187,9 @@ class TwoHosts:
             sh(["tc", "-n", ns, "qdisc", "del", "dev", IFNAME, "root"], check=False)
             sh(["ip", "netns", "del", ns], check=False)
         self.created = []
+        for sshd in self.sshds:
+            sshd.kill()
+            sshd.wait()
         for dev in getattr(self, "veth", ()):
             sh(["ip", "link", "del", dev], check=False)
 

@@ -178,6 +178,30 @@ class SlurmTest(unittest.TestCase):
         self.assertTrue(self.latest_checkpoint(run_dir).endswith("step-%08d.h5" % got[-1]))
         print("time-limit signal path: %.1f s (%d steps over 2 runs)" % (time.time() - start, got[-1]), flush=True)
 
+    def test_f_a_failed_step_requeues_within_max_restarts(self):
+        """A rank that dies after step 5, as one on a lost node does: the step fails, job.sh
+        requeues the job, and the requeued run resumes from step 4's checkpoint. Its rank dies
+        again (the fault is in the job's environment), and with MB_MAX_RESTARTS=1 the job ends
+        there, with the failure's code."""
+        start = time.time()
+        job, run_dir, log = self.submit("failure", 40, ["run.checkpoint_every=2", "train.eval_every=1000",
+                                                        "dist.timeout_s=3"],
+                                        env={"MB_MAX_RESTARTS": "1", "MEGABATCH_FAULT_DIE_STEP": "1:5"})
+        info = self.cluster.wait_for(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"), timeout=400)
+        out = read(log)
+        self.assertEqual((info.get("JobState"), info.get("Restarts")), ("FAILED", "1"), "%s\n%s" % (info, out[-4000:]))
+        code = re.search(r"training step exited with (\d+)", out)
+        self.assertNotIn(int(code.group(1)), (0, 2, 3, 4, 75), out[-4000:])
+        self.assertEqual(info.get("ExitCode"), "%s:0" % code.group(1), info)
+        self.assertIn("the training step failed (exit %s: a lost node, a cut link or a dead rank); requeueing job %s "
+                      "(restart 1 of 1)" % (code.group(1), job), out)
+        self.assertIn("already restarted 1 times (MB_MAX_RESTARTS=1): not requeueing", out)
+        self.assertRegex(out, r"resuming from .*step-00000004\.h5")
+        records = [r for r in mbtest.read_metrics(run_dir) if r.get("event") == "restart"]
+        self.assertEqual([(r["restart"], r["max_restarts"], r["reason"], r["resume_step"]) for r in records],
+                         [(1, 1, "requeued by SLURM", 4)], records)
+        print("failure-requeue path: %.1f s" % (time.time() - start), flush=True)
+
     def test_d_sweep_array_and_dependent_summary(self):
         start = time.time()
         env = dict(self.cluster.env, MB_SWEEP="optim.lr=1e-3;optim.lr=3e-3 model.hidden=16", MB_DEVICE="cpu",

@@ -123,3 +123,7 @@ foreach(case a_run_with_the_plan_equals_one_without_bit_for_bit
   mb_add_python_test(train.memory_plan.${case} train/test_memory_plan.py
                      ARGS MemoryPlanTest.test_${case} TIMEOUT 600)
 endforeach()
+
+# Checkpoints by time (run.checkpoint_every_s): every 2 s, the same step on every rank (10 s).
+mb_add_python_test(train.checkpoint_every_s train/test_checkpoint_schedule.py TIMEOUT 300)
+set_tests_properties(py.train.checkpoint_every_s PROPERTIES PROCESSORS 2)

@@ -1,6 +1,9 @@
 // Note [Training schedule]: every "when" of a run, decided from the config and the state.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "train/loop/Schedule.h"
 
 namespace mb::train {
@@ -90,6 +93,23 @@ TEST(Schedule, EarlyStoppingKeepsTheBestAndStopsAfterPatience) {
   EXPECT_EQ(state.bestMetric, 1.0);
   EXPECT_EQ(state.evalsWithoutImprovement, 2);
   EXPECT_TRUE(schedule.afterEvaluation(state, {{"val_mae", 0.5}}).metricMissing);
+}
+
+// Note [Checkpoints by time]: run.checkpoint_every_s, on a clock every checkpoint restarts.
+TEST(Schedule, CheckpointsByTimeComeDueAndRestartAtEveryCheckpoint) {
+  Config config;
+  config.train.maxSteps = 100;
+  Schedule off(config, 100, 0, false);
+  EXPECT_FALSE(off.checkpointTimeDue());
+  config.run.checkpointEveryS = 0.05;
+  Schedule schedule(config, 100, 0, false);
+  EXPECT_FALSE(schedule.checkpointTimeDue());
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  EXPECT_TRUE(schedule.checkpointTimeDue());
+  EXPECT_FALSE(schedule.afterStep(at(7, 7)).checkpoint);  // the steps' rule is unchanged
+  schedule.checkpointed(7);
+  EXPECT_FALSE(schedule.checkpointTimeDue());
+  EXPECT_FALSE(schedule.needsFinalCheckpoint(at(7, 7)));
 }
 
 }  // namespace

@@ -28,6 +28,8 @@ Schedule::Schedule(const Config& config, std::int64_t batchesPerEpoch, std::int6
       logEvery_(config.run.logEvery),
       evalEvery_(config.train.evalEvery),
       checkpointEvery_(config.run.checkpointEvery),
+      checkpointEverySeconds_(config.run.checkpointEveryS),
+      lastCheckpointTime_(std::chrono::steady_clock::now()),
       maxBadSteps_(config.train.maxBadSteps),
       earlyStopping_(config.train.earlyStopping),
       lastCheckpointStep_(startStep),
@@ -44,6 +46,27 @@ Schedule::AfterStep Schedule::afterStep(const TrainerState& state) const {
   after.checkpoint =
       (checkpointEvery_ > 0 ? state.step % checkpointEvery_ == 0 : after.epochEnded) || after.last;
   return after;
+}
+
+// Note [Checkpoints by time]
+// run.checkpoint_every_s bounds the work a failure loses in wall time (Lightning's
+// train_time_interval), where steps of uneven length make run.checkpoint_every a poor bound.
+// Clocks differ between ranks, and so do the moments each rank finishes a step, so a rank
+// that asked its own clock could checkpoint a step its peers do not: the checkpoint's
+// collectives would then meet a peer's next step vote. Rank 0 alone asks its clock, after its
+// micro-batches, and its answer is one more entry of the step vote (voteAfterGradients in
+// Signals.cpp), the all-reduce every step makes anyway; every rank then checkpoints at that
+// step. The clock restarts at every checkpoint, whatever its reason, and at the run's start.
+bool Schedule::checkpointTimeDue() const {
+  if (checkpointEverySeconds_ <= 0) return false;
+  const std::chrono::duration<double> since =
+      std::chrono::steady_clock::now() - lastCheckpointTime_;
+  return since.count() >= checkpointEverySeconds_;
+}
+
+void Schedule::checkpointed(std::int64_t step) {
+  lastCheckpointStep_ = step;
+  lastCheckpointTime_ = std::chrono::steady_clock::now();
 }
 
 Schedule::AfterEvaluation Schedule::afterEvaluation(

@@ -7,6 +7,7 @@
 // still needs a final checkpoint. The step loop (Trainer::run) asks and acts; it decides
 // nothing itself. Stop signals are the one "when" that needs the ranks to agree
 // (Trainer::stopRequested, a collective), so the loop asks for them after every step.
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -51,8 +52,12 @@ class Schedule {
   // train.max_bad_steps consecutive non-finite steps: asked once the step's checks are settled
   // (with train.host_sync = log, at log steps: Note [Step checks]).
   bool tooManyBadSteps(const TrainerState& state) const { return state.badSteps >= maxBadSteps_; }
+  // run.checkpoint_every_s has passed since the last checkpoint (or the start). Asked on rank 0
+  // only: its answer travels in the step vote, so every rank checkpoints at the same step
+  // (Note [Checkpoints by time] in Schedule.cpp).
+  bool checkpointTimeDue() const;
   // A checkpoint of `step` was written; a run that stops elsewhere writes one more.
-  void checkpointed(std::int64_t step) { lastCheckpointStep_ = step; }
+  void checkpointed(std::int64_t step);
   bool needsFinalCheckpoint(const TrainerState& state) const {
     return state.step != lastCheckpointStep_;
   }
@@ -63,6 +68,8 @@ class Schedule {
   std::int64_t logEvery_;
   std::int64_t evalEvery_;
   std::int64_t checkpointEvery_;
+  double checkpointEverySeconds_;
+  std::chrono::steady_clock::time_point lastCheckpointTime_;
   std::int64_t maxBadSteps_;
   EarlyStoppingConfig earlyStopping_;
   std::int64_t lastCheckpointStep_;

@@ -76,6 +76,13 @@ JsonRecord& JsonRecord::add(const std::string& key, double value) {
   return *this;
 }
 
+JsonRecord& JsonRecord::addTime(const std::string& key, double unixSeconds) {
+  char buffer[40];
+  std::snprintf(buffer, sizeof(buffer), "%.3f", unixSeconds);
+  fields_.emplace_back(key, buffer);
+  return *this;
+}
+
 JsonRecord& JsonRecord::add(const std::string& key, std::int64_t value) {
   fields_.emplace_back(key, std::to_string(value));
   return *this;
@@ -153,6 +160,10 @@ bool resetProcessMemoryPeak() {
   if (file == nullptr) return false;
   const bool written = std::fputs("5", file) >= 0;
   return std::fclose(file) == 0 && written;
+}
+
+double unixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace mb::train

@@ -15,6 +15,8 @@ namespace mb::train {
 class JsonRecord {
  public:
   JsonRecord& add(const std::string& key, double value);
+  // Unix seconds to the millisecond (add() keeps 9 digits: a 2026 time to 100 s).
+  JsonRecord& addTime(const std::string& key, double unixSeconds);
   JsonRecord& add(const std::string& key, std::int64_t value);
   JsonRecord& add(const std::string& key, const std::string& value);
   JsonRecord& add(const std::string& key, const char* value) {
@@ -38,6 +40,9 @@ class MetricsWriter {
   std::string path_;
   std::ofstream out_;
 };
+
+// Wall-clock seconds since 1970, with a fraction (records' "time" where seconds matter).
+double unixSeconds();
 
 // The resident set size (RSS) of this process in bytes, from /proc/self/statm; 0 when it cannot
 // be read. Host memory only, also in CUDA builds: device memory is not part of it.
