@@ -61,6 +61,19 @@ def last_step(run_dir):
     return max(steps) if steps else 0
 
 
+def assert_trained_like(case, reference, run, steps):
+    """run ends at step STEPS with reference's losses at `steps` and its final parameters."""
+    want, got = mbtest.train_losses(reference), mbtest.train_losses(run)
+    case.assertEqual(sorted(got)[-1], STEPS)
+    for step in steps:
+        np.testing.assert_allclose(got[step], want[step], rtol=mbtest.RUN_RTOL, err_msg="step %d" % step)
+    last = "step-%08d.h5" % STEPS
+    ref = mbtest.checkpoint_params(os.path.join(reference, "checkpoints", last))
+    params = mbtest.checkpoint_params(os.path.join(run, "checkpoints", last))
+    for name in ref:
+        np.testing.assert_allclose(params[name], ref[name], rtol=1e-4, atol=1e-6, err_msg=name)
+
+
 def step_line(output, step):
     """Rank 0's progress line of one step."""
     for line in output.splitlines():
@@ -151,15 +164,7 @@ class HostFaultTest(mbtest.TempDirTestCase):
         self.assert_trained_like_the_reference(resumed, range(CHECKPOINT_EVERY + 1, STEPS + 1))
 
     def assert_trained_like_the_reference(self, run, steps):
-        want, got = mbtest.train_losses(self.reference), mbtest.train_losses(run)
-        self.assertEqual(sorted(got)[-1], STEPS)
-        for step in steps:
-            np.testing.assert_allclose(got[step], want[step], rtol=mbtest.RUN_RTOL, err_msg="step %d" % step)
-        last = "step-%08d.h5" % STEPS
-        ref = mbtest.checkpoint_params(os.path.join(self.reference, "checkpoints", last))
-        params = mbtest.checkpoint_params(os.path.join(run, "checkpoints", last))
-        for name in ref:
-            np.testing.assert_allclose(params[name], ref[name], rtol=1e-4, atol=1e-6, err_msg=name)
+        assert_trained_like(self, self.reference, run, steps)
 
     def test_host_lost_mid_run_ends_every_rank_and_resumes_on_the_host_left(self):
         run, output, code, hosts = self.fault_mid_run(lambda hosts: kill_everything_in(hosts.ns[1]))
