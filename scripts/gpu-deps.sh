@@ -28,6 +28,8 @@ ROOTS=(
   libyaml-cpp-dev libyaml-cpp0.7
   libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
   libgtest-dev                                          # the test suite (static libraries)
+  protobuf-compiler libprotoc32 libprotobuf-dev libprotobuf-lite32 libprotobuf32   # TensorBoard
+  libboost1.74-dev                                      # Boost.CRC (headers only)
   libunistring2   # Debian 12's libpsl (curl, HDF5's ros3) needs .so.2; Ubuntu 24.04 has .so.5
 )
 
@@ -53,7 +55,7 @@ BASE=(
 #   HDF5's C++ and Fortran bindings; test sources; JavaScript docs; ssh (multi-host mpirun);
 #   hwloc's optional plugins (PCI/XML/OpenCL; they pull libxml2 + 9 MiB of ICU).
 SKIP=(
-  gfortran gfortran-11 gfortran-12 flang-16 flang-19 flang-22 gcc gcc-11 gcc-12 cpp
+  gfortran gfortran-11 gfortran-12 flang-16 flang-19 flang-22 gcc gcc-11 gcc-12 cpp libstdc++-12-dev
   libgfortran5 libgfortran-11-dev libgfortran-12-dev libc6-dev linux-libc-dev libcrypt-dev
   libibverbs-dev libhwloc-dev libevent-dev libpmix-dev zlib1g-dev libaec-dev libjpeg-dev
   libjpeg62-turbo-dev libcurl4-openssl-dev libcurl4-gnutls-dev libcurl4-nss-dev libssl-dev

@@ -46,6 +46,7 @@ packages=(
   libhdf5-openmpi-dev hdf5-tools     # parallel HDF5 (MPI-IO)
   libyaml-cpp-dev libspdlog-dev libfmt-dev
   libgtest-dev
+  protobuf-compiler libprotobuf-dev libboost-dev   # TensorBoard event files: protoc, Boost.CRC
 )
 if [[ $build_only == 0 ]]; then
   packages+=(python3 python3-numpy python3-h5py python3-matplotlib)   # data checks and `megabatch plot`
@@ -53,6 +54,7 @@ fi
 if [[ $want_tests == 1 ]]; then
   packages+=(
     python3-torch                    # PyTorch reference for parity tests
+    python3-protobuf python3-crc32c  # an independent reader of the TensorBoard event files
     slurmctld slurmd slurm-client munge   # the real one-node SLURM test
     clang libclang-rt-14-dev llvm    # libFuzzer and sanitizers; llvm-symbolizer for their stacks
     clang-format                     # the style test (.clang-format)

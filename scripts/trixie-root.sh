@@ -51,6 +51,7 @@ if [[ $flavour == cuda ]]; then
                                           # reference of the tests labelled torch2 (~40 MB more)
     libopenmpi-dev openmpi-bin libhdf5-openmpi-dev
     libyaml-cpp-dev libspdlog-dev libfmt-dev libgtest-dev
+    protobuf-compiler libprotobuf-dev libboost-dev   # TensorBoard event files
     cmake ninja-build g++ pkg-config ccache procps
   )
 else
@@ -62,6 +63,7 @@ else
   libopenmpi-dev openmpi-bin              # MPI
   libhdf5-openmpi-dev                     # parallel HDF5
   libyaml-cpp-dev libspdlog-dev libfmt-dev libgtest-dev
+  protobuf-compiler libprotobuf-dev libboost-dev   # TensorBoard event files
   cmake ninja-build g++ pkg-config ccache
   python3-dev python3-setuptools          # torch.compile (inductor) builds C++ kernels on the CPU,
   libsleef-dev                            # vectorised ones only with sleef.h (else scalar code)

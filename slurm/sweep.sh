@@ -20,6 +20,8 @@ Any other option, written --name=value, goes to sbatch for the array tasks and o
 #SBATCH lines of slurm/sweep.sbatch: --partition=gpu --account=proj --time=2:00:00.
 A CPU sweep: MB_DEVICE=cpu slurm/sweep.sh --gpus-per-node=0 --cpus-per-task=2 CONFIG
 The summary job prints, per run, the best validation loss and its step, best first.
+All the runs in one picture: build/megabatch plot DIR (writes DIR/runs.png); in TensorBoard:
+tensorboard --logdir DIR.
 USAGE
 }
 

@@ -168,9 +168,12 @@ const std::vector<CommandSpec>& commands() {
        true,
        runInspect},
       {"plot",
-       "megabatch plot RUN_DIR [--out FILE.png]",
-       "render loss, lr and throughput curves of a run to a PNG",
-       {{"out", true, "PNG path (default RUN_DIR/curves.png)"}},
+       "megabatch plot RUN_DIR [RUN_DIR ...] [--out FILE.png]",
+       "render loss, lr and throughput curves of a run to a PNG; of several runs, or of a "
+       "folder of runs (a sweep's), in one PNG",
+       {{"out", true,
+         "PNG path (default RUN_DIR/curves.png; FOLDER/runs.png for a folder of runs; runs.png "
+         "for several)"}},
        true,
        runPlot},
       {"export",

@@ -1,12 +1,17 @@
 // megabatch plot RUN_DIR: loss, learning rate, and throughput curves from metrics.jsonl (with
-// out-of-memory redos and restarts marked),
-// rendered to a PNG by matplotlib (Debian's python3-matplotlib).
+// out-of-memory redos and restarts marked), rendered to a PNG by matplotlib (Debian's
+// python3-matplotlib); megabatch plot RUN_DIR RUN_DIR ... (or a folder of runs): the runs in one.
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "app/Cli.h"
 #include "common/Environment.h"
@@ -171,6 +176,92 @@ fig.savefig(out, dpi=90)
 print(out)
 )PY";
 
+// Several runs in one picture (megabatch plot RUN_DIR RUN_DIR ..., or a folder of runs): argv
+// is OUT TITLE NAME METRICS NAME METRICS ...; one colour per run, named in the legend. A run's
+// resumptions append to its one metrics.jsonl, so each run is one line; where a step repeats (a
+// resumed run trained it again), the last record counts.
+const char* const kOverlayScript = R"PY(
+import json, math, sys
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:
+    sys.stderr.write("matplotlib is not installed: apt-get install python3-matplotlib\n")
+    sys.exit(3)
+out, title = sys.argv[1], sys.argv[2]
+runs = list(zip(sys.argv[3::2], sys.argv[4::2]))
+
+def number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+def read(path):
+    records = []
+    with open(path, errors="replace") as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # a torn line: a run killed mid-write, or one still training
+            if isinstance(record, dict) and number(record.get("step")):
+                records.append(record)
+    return records
+
+def last_per_step(records, key):
+    by_step = {}
+    for r in records:
+        if number(r.get(key)):
+            by_step[r["step"]] = r[key]
+    steps = sorted(by_step)
+    return steps, [by_step[s] for s in steps]
+
+fig, axes = plt.subplots(3, 1, figsize=(9, 11), sharex=True)
+loss_ax, lr_ax, speed_ax = axes
+positive = True
+drawn = 0
+for i, (name, path) in enumerate(runs):
+    records = read(path)
+    colour = "C%d" % (i % 10)
+    train = [r for r in records if r.get("event", "train" if r.get("split") == "train" else "eval") == "train"]
+    evals = [r for r in records if r.get("event") == "eval" and r.get("split", "val") == "val"]
+    if not train:
+        print("%s: no training records yet: left out" % name)
+        continue
+    drawn += 1
+    x, y = last_per_step(train, "loss")
+    positive = positive and all(v > 0 for v in y)
+    loss_ax.plot(x, y, color=colour, lw=1.2, label=name)
+    x, y = last_per_step(evals, "loss")
+    if x:
+        loss_ax.plot(x, y, "o--", color=colour, lw=1, ms=3)
+        positive = positive and all(v > 0 for v in y)
+    x, y = last_per_step(train, "lr")
+    lr_ax.plot(x, y, color=colour, lw=1.2)
+    key = "tokens_per_s" if any("tokens_per_s" in r for r in train) else "samples_per_s"
+    x, y = last_per_step(train, key)
+    speed_ax.plot(x, y, color=colour, lw=1)
+    speed_ax.set_ylabel(key.replace("_per_s", "/s"))
+    for r in records:
+        if r.get("event") == "restart":
+            for axis in axes:
+                axis.axvline(r["step"], color=colour, ls=":", lw=1)
+if drawn == 0:
+    sys.stderr.write("none of the runs has training records yet\n")
+    sys.exit(4)
+if positive:
+    loss_ax.set_yscale("log")
+loss_ax.set_ylabel("loss (solid: train, dashed: val)")
+loss_ax.legend(fontsize=8, ncol=2 if drawn > 6 else 1)
+lr_ax.set_ylabel("learning rate")
+axes[-1].set_xlabel("step")
+for axis in axes:
+    axis.grid(alpha=0.3)
+fig.suptitle(title + " (dotted: a restart)")
+fig.tight_layout()
+fig.savefig(out, dpi=90)
+print(out)
+)PY";
+
 std::string pythonInterpreter() {
   if (auto chosen = env::get("MEGABATCH_PYTHON")) return *chosen;
   return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
@@ -193,20 +284,61 @@ int runProcess(const std::vector<std::string>& args) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+// The runs a folder holds: its sub-folders with a metrics.jsonl (a sweep's --dir, runs/), sorted.
+std::vector<fs::path> runsIn(const fs::path& folder) {
+  std::vector<fs::path> runs;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(folder, error))
+    if (entry.is_directory() && fs::exists(entry.path() / "metrics.jsonl"))
+      runs.push_back(entry.path());
+  std::sort(runs.begin(), runs.end());
+  return runs;
+}
+
+std::string runName(const fs::path& runDir) {
+  return fs::absolute(runDir).lexically_normal().filename().string();
+}
+
 }  // namespace
 
 int runPlot(const ParsedArgs& args, dist::Runtime& runtime) {
-  if (args.positionals.size() != 1)
-    throw ConfigError("megabatch plot needs one RUN_DIR",
-                      "usage: megabatch plot RUN_DIR [--out FILE.png]");
+  const std::string usage = "usage: megabatch plot RUN_DIR [RUN_DIR ...] [--out FILE.png]";
+  if (args.positionals.empty()) throw ConfigError("megabatch plot needs a RUN_DIR", usage);
   if (runtime.rank() != 0) return 0;
-  fs::path runDir = args.positionals[0];
-  fs::path metrics = runDir / "metrics.jsonl";
-  if (!fs::exists(metrics))
-    throw ConfigError(metrics.string() + " does not exist", "pass the run.dir of a training run");
-  std::string out = args.get("out", (runDir / "curves.png").string());
-  int status = runProcess({pythonInterpreter(), "-c", kPlotScript, metrics.string(), out,
-                           "megabatch run " + fs::absolute(runDir).filename().string()});
+  // One run: its curves. Several, or a folder of runs (no metrics.jsonl of its own): one
+  // picture of them all.
+  std::vector<fs::path> runs;
+  std::string out;
+  const fs::path first = args.positionals[0];
+  if (args.positionals.size() == 1 && !fs::exists(first / "metrics.jsonl")) {
+    runs = runsIn(first);
+    if (runs.empty())
+      throw ConfigError(
+          (first / "metrics.jsonl").string() + " does not exist, and " + first.string() +
+              " holds no run directory with one",
+          "pass the run.dir of a training run, several, or the folder a sweep wrote its runs to");
+    out = args.get("out", (first / "runs.png").string());
+  } else {
+    for (const auto& positional : args.positionals) {
+      const fs::path metrics = fs::path(positional) / "metrics.jsonl";
+      if (!fs::exists(metrics))
+        throw ConfigError(metrics.string() + " does not exist",
+                          "pass the run.dir of a training run; " + usage);
+      runs.emplace_back(positional);
+    }
+    out = args.get("out", runs.size() == 1 ? (first / "curves.png").string() : "runs.png");
+  }
+  std::vector<std::string> command = {pythonInterpreter(), "-c"};
+  if (runs.size() == 1 && args.positionals.size() == 1 && fs::exists(first / "metrics.jsonl")) {
+    command.insert(command.end(), {kPlotScript, (first / "metrics.jsonl").string(), out,
+                                   "megabatch run " + runName(first)});
+  } else {
+    command.insert(command.end(),
+                   {kOverlayScript, out, fmt::format("megabatch: {} runs", runs.size())});
+    for (const auto& run : runs)
+      command.insert(command.end(), {runName(run), (run / "metrics.jsonl").string()});
+  }
+  const int status = runProcess(command);
   if (status == 3)
     throw RuntimeError("megabatch plot needs matplotlib",
                        "apt-get install python3-matplotlib (scripts/setup.sh does)");

@@ -221,6 +221,7 @@ struct RunConfig {
   ProgressKind progress = ProgressKind::kAuto;
   std::string lock = "auto";  // auto | kernel | file (Note [One writer per run directory])
   double lockWaitS = 60.0;    // seconds to wait for a trainer on run.dir that is ending
+  bool tensorboard = true;    // rank 0 writes run.dir/tensorboard/events.out.tfevents.*
 };
 
 struct Config {

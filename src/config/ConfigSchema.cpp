@@ -106,6 +106,9 @@ std::vector<ConfigField> buildFields() {
                "else a lock file with a heartbeat), kernel, or file"),
       MB_FIELD("run.lock_wait_s", run.lockWaitS,
                "seconds to wait for a trainer on run.dir that is ending (a requeue overlap)"),
+      MB_FIELD("run.tensorboard", run.tensorboard,
+               "write TensorBoard event files into run.dir/tensorboard (rank 0)",
+               {"tensorboard_logger", "tb"}),
       // data
       MB_FIELD("data.path", data.path, "HDF5 data file", {"file", "dataset", "data_path"}),
       MB_CHOICE_FIELD("data.layout", data.layout, layoutChoices,

@@ -43,6 +43,7 @@
 #include "train/watch/StepChecks.h"
 #include "train/watch/StepPhases.h"
 #include "train/watch/StepProfiler.h"
+#include "train/watch/TensorBoard.h"
 #include "train/watch/TrainLog.h"
 
 namespace mb::train {
@@ -141,6 +142,10 @@ RunOutcome Trainer::run() {
                         configToYaml(config_));
     metrics_ = std::make_unique<MetricsWriter>(
         (fs::path(config_.run.dir) / "metrics.jsonl").string(), state_.step);
+    if (config_.run.tensorboard)  // Note [TensorBoard event files]
+      metrics_->alsoWriteTo(
+          std::make_unique<TensorBoardWriter>((fs::path(config_.run.dir) / "tensorboard").string(),
+                                              state_.step, configToYaml(config_)));
   }
   trainLog().info(
       "training {} steps ({} per epoch) from step {}: global batch {}, micro batch {} per rank, "

@@ -26,12 +26,12 @@ STEP_LINE = re.compile(r"step (\d+)/\d+ .*\| (\d+) samples/s \| step [0-9.]+ ms 
 class PlotTest(mbtest.SeriesTrainingTestCase):
     SERIES_ARGS = ["--rows", "20000", "--features", "3", "--streams", "m1:1,m5:5,h1:60", "--seed", "3"]
 
-    def train(self, run_dir, *extra, env=None, timeout=300):
+    def train(self, run_dir, *extra, env=None, timeout=300, expect=0):
         args = ["train", "--config", mbtest.config_path("demo.yaml"), "data.path=" + self.data,
                 "run.dir=" + run_dir, "train.max_steps=40", "run.log_every=10", "train.eval_every=20",
                 "train.global_batch=32", "run.progress=lines"] + list(extra)
         r = mbtest.mpirun(2, args, env=env, timeout=timeout)
-        self.assertEqual(r.returncode, 0, repr(r))
+        self.assertEqual(r.returncode, expect, repr(r))
         return r
 
     def plot(self, run_dir):
@@ -95,6 +95,31 @@ class PlotTest(mbtest.SeriesTrainingTestCase):
                 except ValueError:
                     pass
         return out
+
+    def test_a_sweep_of_three_runs_plots_in_one_picture(self):
+        """A folder of runs, as slurm/sweep.sh --dir leaves one: one PNG, a line per run, each
+        named; the run resumed after a stop is still one line."""
+        sweep = self.path("sweep")
+        for lr in ("1e-3", "3e-3", "1e-2"):
+            self.train(os.path.join(sweep, "optim.lr=" + lr), "optim.lr=" + lr, "run.checkpoint_every=10",
+                       env={"MEGABATCH_FAULT_STOP_STEP": "20"} if lr == "3e-3" else None,
+                       expect=75 if lr == "3e-3" else 0)
+        self.train(os.path.join(sweep, "optim.lr=3e-3"), "optim.lr=3e-3", "run.checkpoint_every=10")  # resumed
+        os.makedirs(os.path.join(sweep, "not-a-run"))
+        r = mbtest.run(["plot", sweep], timeout=120)
+        self.assertEqual(r.returncode, 0, repr(r))
+        with open(os.path.join(sweep, "runs.png"), "rb") as f:
+            self.assertEqual(f.read(8), PNG_MAGIC)
+        self.assertIn("sweep/runs.png", r.output)
+        # The same runs named one by one, to a file of one's choosing.
+        out = self.path("three.png")
+        runs = [os.path.join(sweep, name) for name in ("optim.lr=1e-3", "optim.lr=3e-3", "optim.lr=1e-2")]
+        r = mbtest.run(["plot"] + runs + ["--out", out], timeout=120)
+        self.assertEqual(r.returncode, 0, repr(r))
+        self.assertTrue(os.path.getsize(out) > 0)
+        r = mbtest.run(["plot", os.path.join(sweep, "not-a-run")], timeout=60)
+        self.assertEqual(r.returncode, 2, repr(r))
+        self.assertIn("holds no run directory", r.output)
 
     def test_a_resume_after_a_torn_last_line_keeps_every_line_whole(self):
         run_dir = self.path("torn")

@@ -127,3 +127,12 @@ endforeach()
 # Checkpoints by time (run.checkpoint_every_s): every 2 s, the same step on every rank (10 s).
 mb_add_python_test(train.checkpoint_every_s train/test_checkpoint_schedule.py TIMEOUT 300)
 set_tests_properties(py.train.checkpoint_every_s PROPERTIES PROCESSORS 2)
+
+# TensorBoard event files, read with python3-protobuf and python3-crc32c (about 30 s in all).
+foreach(case every_scalar_of_metrics_jsonl_is_in_the_event_file a_kill_and_a_resume_show_every_step_once
+             the_switch_turns_them_off)
+  mb_add_python_test(train.tensorboard.${case} train/test_tensorboard.py ARGS TensorBoardTest.test_${case}
+                     TIMEOUT 300)
+endforeach()
+set_tests_properties(py.train.tensorboard.every_scalar_of_metrics_jsonl_is_in_the_event_file
+                     PROPERTIES PROCESSORS 2)

@@ -5,11 +5,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <regex>
 #include <sstream>
 
 #include "common/Error.h"
 #include "train/checkpoints/DurableFile.h"
+#include "train/watch/TensorBoard.h"
 
 namespace mb::train {
 namespace {
@@ -47,6 +49,15 @@ std::int64_t stepOfRecord(const std::string& line) {
   return std::stoll(match[1]);
 }
 
+// "STEP/SPLIT" of an eval record's line; "" for other kinds.
+std::string evaluationOfRecord(const std::string& line) {
+  if (line.find("\"event\":\"eval\"") == std::string::npos) return {};
+  static const std::regex split("\"split\":\"([^\"]*)\"");
+  std::smatch match;
+  return std::to_string(stepOfRecord(line)) + "/" +
+         (std::regex_search(line, match, split) ? match[1].str() : std::string("val"));
+}
+
 // Every record is one object on one line; a line that does not close it was cut short.
 bool isTorn(const std::string& line) {
   const std::size_t last = line.find_last_not_of(" \t\r");
@@ -73,6 +84,7 @@ JsonRecord& JsonRecord::add(const std::string& key, double value) {
                                     : "-Infinity");
   }
   fields_.emplace_back(key, buffer);
+  numbers_.emplace_back(key, std::strtod(buffer, nullptr));  // NaN and Infinity read back too
   return *this;
 }
 
@@ -80,17 +92,26 @@ JsonRecord& JsonRecord::addTime(const std::string& key, double unixSeconds) {
   char buffer[40];
   std::snprintf(buffer, sizeof(buffer), "%.3f", unixSeconds);
   fields_.emplace_back(key, buffer);
+  numbers_.emplace_back(key, std::strtod(buffer, nullptr));
   return *this;
 }
 
 JsonRecord& JsonRecord::add(const std::string& key, std::int64_t value) {
   fields_.emplace_back(key, std::to_string(value));
+  numbers_.emplace_back(key, static_cast<double>(value));
   return *this;
 }
 
 JsonRecord& JsonRecord::add(const std::string& key, const std::string& value) {
   fields_.emplace_back(key, quote(value));
+  texts_.emplace_back(key, value);
   return *this;
+}
+
+std::string JsonRecord::text(const std::string& key) const {
+  for (const auto& [name, value] : texts_)
+    if (name == key) return value;
+  return {};
 }
 
 std::string JsonRecord::str() const {
@@ -115,6 +136,8 @@ MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumedStep) 
         dropped = true;
       } else {
         kept.push_back(line);
+        const std::string evaluation = evaluationOfRecord(line);
+        if (!evaluation.empty()) recordedEvaluations_.insert(evaluation);
       }
     }
     existing.close();
@@ -131,8 +154,27 @@ MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumedStep) 
 }
 
 void MetricsWriter::write(const JsonRecord& record) {
+  if (record.text("event") == "eval") {
+    // A resumed run evaluates again a step whose checkpoint came before its evaluation (Note
+    // [Checkpoint before evaluation]), for the early-stopping state; a record the file holds
+    // already is not written twice.
+    std::int64_t step = -1;
+    for (const auto& [key, value] : record.numbers())
+      if (key == "step") step = static_cast<std::int64_t>(value);
+    const std::string split = record.text("split");
+    if (!recordedEvaluations_.insert(std::to_string(step) + "/" + (split.empty() ? "val" : split))
+             .second)
+      return;
+  }
   out_ << record.str() << "\n";
   out_.flush();
+  if (tensorboard_) tensorboard_->write(record);
+}
+
+MetricsWriter::~MetricsWriter() = default;
+
+void MetricsWriter::alsoWriteTo(std::unique_ptr<TensorBoardWriter> tensorboard) {
+  tensorboard_ = std::move(tensorboard);
 }
 
 std::int64_t processMemoryBytes() {

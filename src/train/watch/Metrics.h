@@ -5,6 +5,8 @@
 // eval records: {"event":"eval","step","epoch","split":"val","loss",<metrics>...,"time"}.
 #include <cstdint>
 #include <fstream>
+#include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,10 +25,18 @@ class JsonRecord {
     return add(key, std::string(value));
   }
   std::string str() const;
+  // The number fields, each as metrics.jsonl holds it (the value its text reads back as), and
+  // a string field's text ("" when the record has none): what the TensorBoard writer reads.
+  const std::vector<std::pair<std::string, double>>& numbers() const { return numbers_; }
+  std::string text(const std::string& key) const;
 
  private:
   std::vector<std::pair<std::string, std::string>> fields_;
+  std::vector<std::pair<std::string, double>> numbers_;
+  std::vector<std::pair<std::string, std::string>> texts_;
 };
+
+class TensorBoardWriter;
 
 class MetricsWriter {
  public:
@@ -34,11 +44,16 @@ class MetricsWriter {
   // after it (written by a run that died before its next checkpoint) are dropped first, so the
   // step sequence continues with no repeats.
   MetricsWriter(const std::string& path, std::int64_t resumedStep);
+  ~MetricsWriter();
+  // Every record from now on goes to `tensorboard` as well (run.tensorboard).
+  void alsoWriteTo(std::unique_ptr<TensorBoardWriter> tensorboard);
   void write(const JsonRecord& record);
 
  private:
   std::string path_;
   std::ofstream out_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;
+  std::set<std::string> recordedEvaluations_;  // "STEP/SPLIT" of the eval records written
 };
 
 // Wall-clock seconds since 1970, with a fraction (records' "time" where seconds matter).
