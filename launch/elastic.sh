@@ -73,7 +73,8 @@ mb_hosts_that_answer() {
   rm -rf "$dir"
 }
 
-# The hostfile's hosts in order of first appearance, with their slots summed: "HOST SLOTS" lines.
+# The hostfile's hosts in order of first appearance, with their slots summed: "HOST SLOTS" lines
+# (`slots=N` per line, default 1, as Open MPI counts them).
 mb_hostfile_hosts() {
   awk '{ sub(/#.*/, "") } NF == 0 { next }
     { n = 1; for (i = 2; i <= NF; i++) if ($i ~ /^slots=/) { n = substr($i, 7) + 0 }

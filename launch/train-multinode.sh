@@ -116,12 +116,10 @@ shift
 [[ $bind == core || $bind == none ]] || mb_die 2 "--bind $bind: expected core or none"
 [[ $net == ib || $net == tcp ]] || mb_die 2 "--net $net: expected ib or tcp"
 
-# Slots per host as Open MPI counts them: `slots=N` (default 1) per line, summed per host name.
-read -r total_slots max_slots hosts < <(awk '
-  { sub(/#.*/, "") } NF == 0 { next }
-  { n = 1; for (i = 2; i <= NF; i++) if ($i ~ /^slots=/) { n = substr($i, 7) + 0 }
-    slots[$1] += n; total += n }
-  END { m = 0; h = 0; for (k in slots) { h++; if (slots[k] > m) m = slots[k] }; print total + 0, m, h }' "$hostfile")
+# Slots per host as Open MPI counts them (mb_hostfile_hosts, elastic.sh): the total, the most of
+# one host, and the number of hosts.
+read -r total_slots max_slots hosts < <(mb_hostfile_hosts "$hostfile" |
+  awk '{ t += $2; if ($2 > m) m = $2; h++ } END { print t + 0, m + 0, h + 0 }')
 [[ $total_slots -gt 0 ]] || mb_die 2 "hostfile $hostfile names no host" "write one line per node: 'node01 slots=8'"
 np=${nproc_arg:-$total_slots}
 [[ $np =~ ^[1-9][0-9]*$ ]] || mb_die 2 "--nproc $np is not a positive number"

@@ -27,7 +27,8 @@ namespace fs = std::filesystem;
 // skips record kinds it does not know and a torn last line (DESIGN.md, "Run directory"): the
 // file may belong to a run that is still training, or one killed mid-write, and new kinds of
 // event are added over time. Each panel draws the fields it finds and leaves out the rest.
-const char* const kPlotScript = R"PY(
+// What both scripts begin with: matplotlib (exit 3 without it), and what a record is.
+const char* const kPythonPrelude = R"PY(
 import json, math, sys
 try:
     import matplotlib
@@ -36,7 +37,6 @@ try:
 except ImportError:
     sys.stderr.write("matplotlib is not installed: apt-get install python3-matplotlib\n")
     sys.exit(3)
-metrics, out, title = sys.argv[1], sys.argv[2], sys.argv[3]
 
 def number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
@@ -46,6 +46,10 @@ def kind_of(record):
     if kind is None:  # files written before every record had an event kind
         kind = "train" if record.get("split") == "train" else "eval"
     return kind
+)PY";
+
+const char* const kPlotScript = R"PY(
+metrics, out, title = sys.argv[1], sys.argv[2], sys.argv[3]
 
 kinds = {}
 torn = []
@@ -181,19 +185,8 @@ print(out)
 // resumptions append to its one metrics.jsonl, so each run is one line; where a step repeats (a
 // resumed run trained it again), the last record counts.
 const char* const kOverlayScript = R"PY(
-import json, math, sys
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError:
-    sys.stderr.write("matplotlib is not installed: apt-get install python3-matplotlib\n")
-    sys.exit(3)
 out, title = sys.argv[1], sys.argv[2]
 runs = list(zip(sys.argv[3::2], sys.argv[4::2]))
-
-def number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 def read(path):
     records = []
@@ -222,8 +215,8 @@ drawn = 0
 for i, (name, path) in enumerate(runs):
     records = read(path)
     colour = "C%d" % (i % 10)
-    train = [r for r in records if r.get("event", "train" if r.get("split") == "train" else "eval") == "train"]
-    evals = [r for r in records if r.get("event") == "eval" and r.get("split", "val") == "val"]
+    train = [r for r in records if kind_of(r) == "train"]
+    evals = [r for r in records if kind_of(r) == "eval" and r.get("split", "val") == "val"]
     if not train:
         print("%s: no training records yet: left out" % name)
         continue
@@ -330,11 +323,12 @@ int runPlot(const ParsedArgs& args, dist::Runtime& runtime) {
   }
   std::vector<std::string> command = {pythonInterpreter(), "-c"};
   if (runs.size() == 1 && args.positionals.size() == 1 && fs::exists(first / "metrics.jsonl")) {
-    command.insert(command.end(), {kPlotScript, (first / "metrics.jsonl").string(), out,
-                                   "megabatch run " + runName(first)});
-  } else {
     command.insert(command.end(),
-                   {kOverlayScript, out, fmt::format("megabatch: {} runs", runs.size())});
+                   {std::string(kPythonPrelude) + kPlotScript, (first / "metrics.jsonl").string(),
+                    out, "megabatch run " + runName(first)});
+  } else {
+    command.insert(command.end(), {std::string(kPythonPrelude) + kOverlayScript, out,
+                                   fmt::format("megabatch: {} runs", runs.size())});
     for (const auto& run : runs)
       command.insert(command.end(), {runName(run), (run / "metrics.jsonl").string()});
   }

@@ -138,14 +138,13 @@ RunOutcome Trainer::run() {
   const std::int64_t perEpoch = data_->batchesPerEpoch();
   schedule_ = std::make_unique<Schedule>(config_, perEpoch, state_.step, device_.is_cuda());
   if (isRoot()) {
-    writeFileAtomically((fs::path(config_.run.dir) / "config.yaml").string(),
-                        configToYaml(config_));
+    const std::string resolved = configToYaml(config_);
+    writeFileAtomically((fs::path(config_.run.dir) / "config.yaml").string(), resolved);
     metrics_ = std::make_unique<MetricsWriter>(
         (fs::path(config_.run.dir) / "metrics.jsonl").string(), state_.step);
     if (config_.run.tensorboard)  // Note [TensorBoard event files]
-      metrics_->alsoWriteTo(
-          std::make_unique<TensorBoardWriter>((fs::path(config_.run.dir) / "tensorboard").string(),
-                                              state_.step, configToYaml(config_)));
+      metrics_->alsoWriteTo(std::make_unique<TensorBoardWriter>(
+          (fs::path(config_.run.dir) / "tensorboard").string(), state_.step, resolved));
   }
   trainLog().info(
       "training {} steps ({} per epoch) from step {}: global batch {}, micro batch {} per rank, "
