@@ -6,40 +6,54 @@
 #   scripts/gpu-session.sh build     on the GPU machine: preflight (torch, nvcc, deps, Python
 #                                    modules), versions, then build-gpu.sh of what the first
 #                                    tests need only: megabatch + megabatch_gpu_tests, no benches
-#   scripts/gpu-session.sh test      `ctest -L gpu` first, then the rest of the build, then the
-#                                    rest of the suite; tests that passed on this build before are
-#                                    not run again, so repeated calls continue where one stopped
-#   scripts/gpu-session.sh gpu       `ctest -L gpu` alone (megabatch + the GPU tests; no rest of
-#                                    the build): the short check of a 15-minute device lease
-#   scripts/gpu-session.sh demo      the README's demo on the GPU: synth-series data, `mpirun -np 1
-#                                    megabatch train` (device auto, backend auto: NCCL), plot, eval
-#                                    (the checkpoint's precision and --precision auto), inspect
-#   scripts/gpu-session.sh bench     bench/gpu/gpu_bench.py (needs h5py, numpy, torch);
-#                                    MB_BENCH_ARGS adds arguments, e.g. "--only lstm,nccl"
-# Phases share one time budget per call (default: build test). Each ends in time for the call to
-# return; a phase that finds no build builds first.
+#   scripts/gpu-session.sh gpu       `ctest -L '^gpu$'` (megabatch + the GPU tests; no rest of the
+#                                    build): NCCL, autocast, device data, checkpoints, host syncs
+#   scripts/gpu-session.sh features  `ctest -L '^gpu-features$'`: the memory plan against the caching
+#                                    allocator, micro_batch auto, the OOM redo from a real cudaMalloc
+#                                    failure, recomputation, fp16 against torch.amp.GradScaler
+#   scripts/gpu-session.sh gpt       bench/gpu/gpu_bench.py --only gpt: gpt2-small's tokens/s and MFU,
+#                                    megabatch against eager PyTorch and torch.compile
+#   scripts/gpu-session.sh test      the rest of the build, then the rest of the suite on cuda; tests
+#                                    that passed on this build before are not run again, so repeated
+#                                    calls continue where one stopped
+#   scripts/gpu-session.sh bench     bench/gpu/gpu_bench.py's other sections (needs h5py, numpy,
+#                                    torch); MB_BENCH_ARGS adds arguments, e.g. "--only lstm,nccl"
+#   scripts/gpu-session.sh demo      the README's demo on the GPU (data, train, plot, eval, inspect)
+# With no phase: build gpu features gpt test bench, the call below. Phases share one time budget
+# per call; each ends in time for the call to return; a phase that finds no build builds first.
 #
-# Call plan for the device tool (15 min of device time a task, start-ups included; 10 min a
-# call; the machine goes back about 30 s after a call ends, taking build-gpu/ with it):
+# Call plan for the device tool: 15 minutes of device time a task, the machine's start (a minute
+# or more) included; 10 minutes a call; the machine goes back about 30 s after a call ends, taking
+# build-gpu/ with it. Seconds on a 16-core H200 (m: measured on 2026-11-28, e: estimated):
 #   0. here, in the checkout the device tool sends (the session's own; a helper's worktree does
 #      not travel):   scripts/gpu-session.sh prepare
-#   1. run(command="MB_SESSION_BUDGET_S=570 MB_BENCH_ARGS='--only lstm,nccl --repeats 2'
-#          bash scripts/gpu-session.sh build gpu demo bench", carry=[".gpu-debs"], timeout_s=600)
-#      preflight, build of megabatch + GPU tests (~110 s on 16 cores), ctest -L gpu, the demo,
-#      and the bench sections that fit (on 2026-11-28 an H200 did all of it in 205 s)
-#   2. while the machine is warm: "bash scripts/gpu-session.sh gpu" after a fix (incremental,
-#      ~20 s), or "test" for the rest of the suite (builds every test binary first)
+#   1. run(command="MB_SESSION_BUDGET_S=520 bash scripts/gpu-session.sh", carry=[".gpu-debs"],
+#          timeout_s=570)
+#        phase     s      by   what
+#        build     110 m  110  preflight, megabatch + megabatch_gpu_tests (105 s, 109 s)
+#        gpu        15 m  125  6 entries (12 s)
+#        features   60 e  185  6 entries: 13 short megabatch runs, the fp16 test's PyTorch side
+#        gpt       150 e  335  matmul rate, megabatch, eager, torch.compile (~60 s of compiling)
+#        test      150 e  485  the rest of the build (~80 s), then as much of the suite as fits
+#        bench      35 e  520  --only lstm,data,nccl --repeats 2 (71 s in 2026-11-28's call 2:
+#                              what does not fit is skipped and said so)
+#   2. at once, while the machine is warm (one call: ~200 s of device time are left):
+#      run(command="MB_SESSION_BUDGET_S=200 bash scripts/gpu-session.sh gpu features test bench")
+#      after a fix: reruns what has not passed on this build (a rebuilt binary: everything), and
+#      continues the suite. A machine that went back means a fresh build (110 s) first.
+# The CPU check of this plan (no GPU; the 2-core VM of CI):
+#   MEGABATCH_CUDA=OFF MB_TEST_DEVICE=cpu MB_SESSION_BUDGET_S=520 bash scripts/gpu-session.sh
 # Each call's logs come back under $OUT (at most 8 files: summary.txt, build.log, test.log, demo.log,
 # bench.log, bench/*): read summary.txt first.
 #
 # Environment (optional):
-#   MB_SESSION_BUDGET_S  seconds the whole call may take (default 570); each phase is cut at it
+#   MB_SESSION_BUDGET_S  seconds the whole call may take (default 520); each phase is cut at it
 #   BUILD_DIR            the build (default build-gpu); MEGABATCH_DEPS_DEBS (default .gpu-debs)
 #   MB_CTEST_ARGS        extra ctest arguments for the rest of the suite, e.g. "-L unit|mpi" (no
 #                        -E: it is taken). SLURM and style tests never run there (no apt for
 #                        SLURM, no clang-format). A test call first rebuilds megabatch and the
 #                        GPU tests; when sources changed that, every test runs again.
-#   MB_TEST_JOBS         parallel tests (default: half the cores)
+#   MB_TEST_JOBS         parallel tests (default: the cores; ctest counts a test's PROCESSORS)
 #   MB_CARRY             prepare: the ignored paths the calls carry (default: .gpu-debs)
 #   MEGABATCH_CUDA=OFF and MB_TEST_DEVICE=cpu check this script on a CPU machine (no GPU tests,
 #                        CUDA preflight skipped; see scripts/build-gpu.sh)
@@ -47,7 +61,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 root=$(pwd)
 
-budget=${MB_SESSION_BUDGET_S:-570}
+budget=${MB_SESSION_BUDGET_S:-520}
 deadline=$(($(date +%s) + budget))
 out=${OUT:-$root/out/gpu-session}
 mkdir -p "$out"
@@ -59,7 +73,9 @@ first_targets=(megabatch megabatch_gpu_tests)
 [[ ${MEGABATCH_CUDA:-ON} == OFF ]] && first_targets=(megabatch)  # CPU builds have no GPU tests
 passed_file=$build_dir/gpu-session-passed.txt  # tests passed on this build, one name a line
 phases=("$@")
-[[ ${#phases[@]} -gt 0 ]] || phases=(build test)
+[[ ${#phases[@]} -gt 0 ]] || phases=(build gpu features gpt test bench)
+check_mode=0  # MEGABATCH_CUDA=OFF: the CPU check of the script (no GPU tests, a quick bench)
+[[ ${MEGABATCH_CUDA:-ON} == OFF ]] && check_mode=1
 
 note() { echo "gpu-session: $*" | tee -a "$summary"; }
 left() { echo $((deadline - $(date +%s))); }
@@ -338,7 +354,7 @@ run_ctest() {  # run_ctest TITLE EXCLUDE CTEST_ARGS...
   pattern=$(exclude_regex "$2")
   shift 2
   [[ -n $pattern ]] && skip=(-E "$pattern")
-  jobs=${MB_TEST_JOBS:-$(($(nproc) / 2 > 0 ? $(nproc) / 2 : 1))}
+  jobs=${MB_TEST_JOBS:-$(nproc)}
   {
     echo "== $title: ctest -j $jobs $* (budget $(left) s; $(passed_count) passed before)"
     nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 || true
@@ -374,7 +390,7 @@ refresh_first_targets() {
 }
 
 phase_test() {
-  local status=0 select=(-LE '^(gpu|slurm|style)$') python_skip=""
+  local status=0 select=(-LE '^(gpu|gpu-features|slurm|style)$') python_skip=""
   if ! built; then
     note "test: no build in $build_dir (a fresh machine?): building first"
     phase_build || return 1
@@ -383,13 +399,6 @@ phase_test() {
   # shellcheck disable=SC1091  # written by build-gpu.sh
   . "$build_dir/megabatch-env.sh"
   export MEGABATCH_TEST_DEVICE=${MB_TEST_DEVICE:-cuda}
-  # The gpu entries first: they need megabatch and megabatch_gpu_tests only.
-  if ctest --test-dir "$build_dir" -N -L '^gpu$' | grep -q 'Test *#'; then
-    run_ctest "test -L gpu" "" -L '^gpu$' || status=1
-  else
-    note "test: this build registers no gpu tests (not a CUDA build: see the feature summary)"
-    [[ ${MEGABATCH_CUDA:-ON} == OFF ]] || status=1
-  fi
   [[ $(left) -gt 90 ]] || { note "test: no time left for the rest of the suite"; return 1; }
   build_rest || return 1
   if ! MB_PYTHON_FOR_TESTS=$(python_for_tests) python_modules_ok; then
@@ -406,18 +415,27 @@ python_for_tests() {
   sed -n 's/^MB_PYTHON:[A-Z]*=//p' "$build_dir/CMakeCache.txt" 2>/dev/null | grep . || echo python3
 }
 
-# Only the gpu-labelled tests: what a short lease checks first.
-phase_gpu() {
+# The tests of one label (gpu: what a short lease checks first; gpu-features), which need
+# megabatch and megabatch_gpu_tests only.
+run_label() {  # run_label PHASE LABEL
+  local phase=$1 label=$2
   if ! built; then
-    note "gpu: no build in $build_dir (a fresh machine?): building first"
+    note "$phase: no build in $build_dir (a fresh machine?): building first"
     phase_build || return 1
   fi
   refresh_first_targets || return 1
   # shellcheck disable=SC1091  # written by build-gpu.sh
   . "$build_dir/megabatch-env.sh"
   export MEGABATCH_TEST_DEVICE=${MB_TEST_DEVICE:-cuda}
-  run_ctest "gpu -L gpu" "" -L '^gpu$'
+  if ! ctest --test-dir "$build_dir" -N -L "^$label\$" | grep -q 'Test *#'; then
+    note "$phase: this build registers no $label tests (not a CUDA build: see the feature summary)"
+    return "$((1 - check_mode))"
+  fi
+  run_ctest "$phase -L $label" "" -L "^$label\$"
 }
+
+phase_gpu() { run_label gpu gpu; }
+phase_features() { run_label features gpu-features; }
 
 # The README's demo, on the GPU, as a user runs it: every command's output in demo.log.
 phase_demo() {
@@ -447,30 +465,37 @@ phase_demo() {
   return "$rc"
 }
 
-phase_bench() {
-  local log=$out/bench.log script=bench/gpu/gpu_bench.py rc
-  if [[ ! -f $script ]]; then
-    note "bench: $script is not in this tree: skipped"
-    return 0
-  fi
-  built || { note "bench: no build in $build_dir: run the build phase first"; return 1; }
+# bench/gpu/gpu_bench.py: its results as $OUT/bench/NAME.json and NAME.md, its progress in
+# bench.log (the device tool returns 8 files at most).
+run_bench() {  # run_bench PHASE NAME ARGS...
+  local phase=$1 name=$2 log=$out/bench.log script=bench/gpu/gpu_bench.py rc results
+  shift 2
+  built || { note "$phase: no build in $build_dir: run the build phase first"; return 1; }
   if ! python_modules_ok; then
-    note "bench: skipped: $script imports torch, h5py and numpy"
+    note "$phase: skipped: $script imports torch, h5py and numpy"
     return 1
   fi
   # shellcheck disable=SC1091  # written by build-gpu.sh
   . "$build_dir/megabatch-env.sh"
-  mkdir -p "$out/bench"
-  echo "== python3 $script --bin $build_dir/megabatch --out $out/bench (budget $(left) s)" >"$log"
   local extra=()
   read -ra extra <<<"${MB_BENCH_ARGS:-}"
-  run_until_deadline 10 python3 "$script" --bin "$build_dir/megabatch" --out "$out/bench" \
-    --budget-s $(($(left) - 40)) "${extra[@]}" >>"$log" 2>&1
+  ((check_mode)) && extra=(--device cpu --quick "${extra[@]}")
+  results=$(mktemp -d)
+  mkdir -p "$out/bench"
+  echo "== $phase: python3 $script --bin $build_dir/megabatch $* ${extra[*]} (budget $(left) s)" >>"$log"
+  run_until_deadline 10 python3 "$script" --bin "$build_dir/megabatch" --out "$results" \
+    --budget-s $(($(left) - 40)) "$@" "${extra[@]}" >>"$log" 2>&1
   rc=$?
-  note "bench: rc $rc; log bench.log, results in bench/"
-  tail -30 "$log" >>"$summary"
+  cp "$results/gpu_bench.json" "$out/bench/$name.json" 2>/dev/null
+  cp "$results/gpu_bench.md" "$out/bench/$name.md" 2>/dev/null
+  rm -rf "$results"
+  note "$phase: rc $rc; log bench.log, results bench/$name.md and .json"
+  grep -E '^\[ *[0-9.]+ s\] .*(TFLOP|tokens/s|samples/s|x torch|error|skipped)' "$log" | tail -12 >>"$summary"
   return "$rc"
 }
+
+phase_gpt() { run_bench gpt gpt --only gpt; }
+phase_bench() { run_bench bench sections --only lstm,data,nccl --repeats 2; }
 
 # The device tool returns files of at most 16 MiB: keep the head and the tail of larger logs.
 trim_logs() {
@@ -482,12 +507,26 @@ trim_logs() {
   done
 }
 
+# The device tool returns 8 files at most: past that, everything but the summary goes in one
+# archive.
+fit_out_files() {
+  local files
+  files=$(find "$out" -type f | wc -l)
+  [[ $files -le 8 ]] && return 0
+  (cd "$out" && find . -type f ! -name summary.txt ! -name logs.tar.gz -print0 |
+    tar --null -czf logs.tar.gz -T - --remove-files)
+  note "$files files under \$OUT, more than the device tool returns: all but summary.txt are in logs.tar.gz"
+}
+
 status=0
+timings=()
+call_start=$(date +%s)
 echo "== gpu-session $(date -u '+%F %T UTC'): phases ${phases[*]}, budget ${budget} s" >>"$summary"
 for phase in "${phases[@]}"; do
   case $phase in
-    prepare | build | gpu | test | demo | bench) ;;
-    *) echo "gpu-session: unknown phase $phase (prepare, build, gpu, test, demo, bench)" >&2; exit 2 ;;
+    prepare | build | gpu | features | gpt | test | bench | demo) ;;
+    *) echo "gpu-session: unknown phase $phase (prepare, build, gpu, features, gpt, test, bench, demo)" >&2
+       exit 2 ;;
   esac
   if [[ $(left) -le 30 ]]; then
     note "$phase: skipped, the time budget is spent"
@@ -498,10 +537,13 @@ for phase in "${phases[@]}"; do
   "phase_$phase"
   rc=$?
   note "$phase: $(($(date +%s) - start)) s"
+  timings+=("$phase $(($(date +%s) - start)) s (rc $rc)")
   [[ $rc -eq 0 ]] || status=1
   # A failed prepare or build leaves nothing to carry, test or measure.
   [[ ($phase == build || $phase == prepare) && $rc -ne 0 ]] && break
 done
 trim_logs
+note "call: $(printf '%s, ' "${timings[@]}")$(($(date +%s) - call_start)) s in all, of a ${budget} s budget"
+fit_out_files
 echo "gpu-session: summary in $summary"
 exit "$status"

@@ -20,7 +20,10 @@ Sections
   gpt   GPT-2 small (configs/gpt2-small.yaml: 124M, context 1024, tied embeddings, biases,
         exact GELU), bf16; tokens/s and MFU. Python: eager with
         F.scaled_dot_product_attention(is_causal=True) and fused AdamW, and torch.compile.
-        MFU = model FLOP/s / the bf16 matmul rate measured here (8192^3, median).
+        MFU = model FLOP/s (6 N + attention per token) / the card's bf16 dense peak from its
+        datasheet (CARD_BF16_PEAK_TFLOPS), and / the bf16 matmul rate measured here (8192^3,
+        median). Micro-batch 16 at context 1024 on cards of 70 GiB or more, 8 below (--gpt-micro
+        sets it). Runnable alone: --only gpt (about 2.5 minutes on an H100 or H200, estimated).
   data  megabatch's shard load (`megabatch data check --report`): GB/s against the file size,
         warm and after evicting the file from the page cache; time from launch to the end of
         the first training step (`megabatch train`, its log timestamps).
@@ -71,6 +74,14 @@ import test_parity as reference  # noqa: E402  (the modules megabatch matches to
 LSTM_CONFIG = os.path.join(ROOT, "configs", "bench-lstm-seed.yaml")
 GPT_CONFIG = os.path.join(ROOT, "configs", "gpt2-small.yaml")
 SECTIONS = ("lstm", "gpt", "data", "nccl")
+
+# bf16 dense (no sparsity) tensor-core peak in TFLOP/s, from each card's datasheet, matched
+# against torch.cuda.get_device_name in order (the first key the name contains). MFU's
+# denominator, as in PaLM's and nanoGPT's MFU; a card not listed gets MFU against the measured
+# matmul rate only.
+CARD_BF16_PEAK_TFLOPS = [("H200", 989.4), ("GH200", 989.4), ("H100 PCIe", 756.0), ("H100 NVL", 835.0),
+                         ("H100", 989.4), ("H800", 989.4), ("A100", 312.0), ("A800", 312.0), ("L40S", 362.1),
+                         ("L40", 181.0), ("L4", 121.0), ("A10G", 70.0), ("A10", 125.0), ("B200", 2250.0)]
 
 # Sizes. Full: estimated at 5-6 minutes on one H100 (not run yet; docs/benchmarks.md, "GPU benchmarks").
 # Quick: tiny shapes, about 1-2 minutes on a 2-core CPU.
@@ -757,6 +768,24 @@ class Gpt(nn.Module):
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
 
 
+def card_bf16_peak(name):
+    """(TFLOP/s, the table's key) of CARD_BF16_PEAK_TFLOPS for a device name; (None, None) if absent."""
+    for key, tflops in CARD_BF16_PEAK_TFLOPS:
+        if key in name:
+            return tflops, key
+    return None, None
+
+
+def gpt_micro_batch(bench):
+    """--gpt-micro, else 16 sequences of 1024 tokens where the card has 70 GiB or more (gpt2-small
+    in bf16 at micro-batch 16 peaks near 40 GiB with PyTorch's eager side), else 8; quick: its size."""
+    if bench.args.gpt_micro > 0:
+        return bench.args.gpt_micro
+    if not bench.cuda or bench.args.quick:
+        return bench.sizes["gpt"]["micro_batch"]
+    return 16 if torch.cuda.get_device_properties(bench.device).total_memory >= 70 * 2**30 else 8
+
+
 def gpt_flops_per_token(cfg, parameters):
     """nanoGPT's estimate_mfu count: 6 N + 12 L C T, N without the position embedding (wte is
     tied to lm_head, so it counts as the output matmul); attention as if not causal."""
@@ -773,7 +802,7 @@ def gpt_python(bench, variant, cfg, tokens):
     params = list(model.parameters())
     opt, opt_name = make_adamw(bench, model, cfg)
     precision, clip = cfg["train.precision"], float(cfg["train.grad_clip"])
-    global_batch, micro = gpt["global_batch"], gpt["micro_batch"]
+    global_batch, micro = gpt["global_batch"], gpt_micro_batch(bench)
     window = gpt["steps"]
     total = window * (1 + bench.args.repeats)
     info = {"parameters": sum(p.numel() for p in params), "optimizer": opt_name, "precision": precision,
@@ -819,9 +848,13 @@ def section_gpt(bench):
     out["matmul_peak"] = peak = measure_matmul_peak(bench)
     bench.say("gpt: %s %d^3 matmul: %.4g TFLOP/s (median of %s)" % (peak["dtype"], peak["n"], peak["median_tflops"],
                                                                      ", ".join("%.4g" % r for r in peak["tflops"])))
+    card = torch.cuda.get_device_name(bench.device) if bench.cuda else ""
+    out["card_peak_tflops"], out["card_peak_key"] = card_bf16_peak(card)
+    bench.say("gpt: %s: bf16 dense peak %s TFLOP/s (datasheet)" % (card or "CPU", out["card_peak_tflops"]))
     path = os.path.join(bench.work, "tokens.h5")
+    micro = gpt_micro_batch(bench)
     base = common_overrides(bench) + gpt["megabatch"] + [
-        "data.path=" + path, "train.global_batch=%d" % gpt["global_batch"], "train.micro_batch=%d" % gpt["micro_batch"]]
+        "data.path=" + path, "train.global_batch=%d" % gpt["global_batch"], "train.micro_batch=%d" % micro]
     cfg = print_config(bench, GPT_CONFIG, base)
     out["config"] = {k: v for k, v in cfg.items() if k.startswith(("model.", "train.", "optim.", "data.context"))}
     context = int(cfg["data.context"])
@@ -830,7 +863,7 @@ def section_gpt(bench):
     write_tokens(path, items * context + 1, gpt["data_vocab"])
     bench.results.setdefault("files", {})["tokens"] = {"path": path, "tokens": items * context + 1,
                                                        "vocab": gpt["data_vocab"], "bytes": os.path.getsize(path)}
-    case = {"global_batch": gpt["global_batch"], "micro_batch": gpt["micro_batch"], "context": context,
+    case = {"global_batch": gpt["global_batch"], "micro_batch": micro, "context": context,
             "window_steps": window, "variants": {}}
     out["cases"]["gpt2"] = case
     try:
@@ -862,7 +895,9 @@ def section_gpt(bench):
         for v in case["variants"].values():
             if "median_tokens_per_s" in v:
                 v["model_tflops"] = v["median_tokens_per_s"] * flops / 1e12
-                v["mfu"] = v["model_tflops"] / peak["median_tflops"]
+                v["mfu_measured"] = v["model_tflops"] / peak["median_tflops"]
+                if out["card_peak_tflops"]:
+                    v["mfu"] = v["model_tflops"] / out["card_peak_tflops"]
     summarise_case(case, "tokens")
     report_case(bench, "gpt", case, "tokens")
     bench.save()
@@ -987,7 +1022,7 @@ def section_nccl(bench):
     if os.path.exists(tokens):
         cases.append(("gpt", GPT_CONFIG, gpt["megabatch"] + [
             "data.path=" + tokens, "train.global_batch=%d" % gpt["global_batch"],
-            "train.micro_batch=%d" % gpt["micro_batch"]], gpt["steps"]))
+            "train.micro_batch=%d" % gpt_micro_batch(bench)], gpt["steps"]))
     else:
         out["gpt"] = "not run: the gpt section makes its tokens file (use --only gpt,nccl)"
     for name, config, extra, window in cases:
@@ -1093,13 +1128,15 @@ def render_markdown(res):
                      cfg.get("train.grad_clip"), case.get("global_batch"), case.get("micro_batch"),
                      (case.get("global_batch") or 0) // max(1, case.get("micro_batch") or 1), case.get("context"),
                      eager.get("attention", "-"), eager.get("optimizer", "-")), "",
-                  "Matmul rate measured on this card: %s^3 %s matmul, **%s TFLOP/s** (median of %s). MFU = tokens/s "
-                  "x %s FLOP per token (%s) / that rate."
-                  % (peak.get("n"), peak.get("dtype"), fmt(peak.get("median_tflops"), "%.4g"),
-                     ", ".join("%.4g" % r for r in peak.get("tflops", [])), fmt(gpt.get("flops_per_token"), "%d"),
-                     gpt.get("flops_formula", "-")), "",
-                  "| side | tokens/s (median) | per window | step ms | model TFLOP/s | MFU | megabatch / side | params | "
-                  "notes |", "|---|---|---|---|---|---|---|---|---|"]
+                  "MFU = tokens/s x %s FLOP per token (%s) / the card's bf16 dense peak, %s TFLOP/s (datasheet, "
+                  "entry %s). MFU (measured) divides by the matmul rate measured on this card instead: %s^3 %s "
+                  "matmul, **%s TFLOP/s** (median of %s)."
+                  % (fmt(gpt.get("flops_per_token"), "%d"), gpt.get("flops_formula", "-"),
+                     fmt(gpt.get("card_peak_tflops"), "%.1f"), gpt.get("card_peak_key") or "none: card not listed",
+                     peak.get("n"), peak.get("dtype"), fmt(peak.get("median_tflops"), "%.4g"),
+                     ", ".join("%.4g" % r for r in peak.get("tflops", []))), "",
+                  "| side | tokens/s (median) | per window | step ms | model TFLOP/s | MFU | MFU (measured) | "
+                  "megabatch / side | params | notes |", "|---|---|---|---|---|---|---|---|---|---|"]
         names = {"megabatch": "megabatch", "eager": "PyTorch eager",
                  "compile": "PyTorch torch.compile"}
         for name, v in case.get("variants", {}).items():
@@ -1111,11 +1148,12 @@ def render_markdown(res):
             if "max_memory_allocated_gib" in v:
                 note += "; peak %.1f GiB" % v["max_memory_allocated_gib"]
             ratio = case.get("ratios", {}).get(name)
-            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 names.get(name, name), fmt(v.get("median_tokens_per_s")),
                 ", ".join("%.0f" % s for s in v.get("tokens_per_s", [])),
                 fmt(1e3 * v["median_step_s"] if "median_step_s" in v else None, "%.1f"),
                 fmt(v.get("model_tflops"), "%.4g"), fmt(100 * v["mfu"] if "mfu" in v else None, "%.1f%%"),
+                fmt(100 * v["mfu_measured"] if "mfu_measured" in v else None, "%.1f%%"),
                 "**%.2f**" % ratio if ratio else "-", fmt(v.get("parameters"), "%d"), note))
         mb = case.get("variants", {}).get("megabatch", {})
         rc = case.get("ratios", {}).get("compile")
@@ -1198,6 +1236,7 @@ def main():
     p.add_argument("--quick", action="store_true", help="tiny shapes: checks the script end to end (CPU)")
     p.add_argument("--only", default=",".join(SECTIONS), help="comma list of " + ",".join(SECTIONS))
     p.add_argument("--repeats", type=int, default=3, help="timed windows per side (after one warm-up window)")
+    p.add_argument("--gpt-micro", type=int, default=0, help="gpt: the micro-batch (0: by the card's memory)")
     p.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
     p.add_argument("--data-gb", type=float, default=None, help="size of the series file (default 2.0, quick 0.02)")
     p.add_argument("--workers", type=int, default=-1, help="DataLoader workers of variant (a); default min(8, cores)")

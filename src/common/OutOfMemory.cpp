@@ -6,6 +6,7 @@
 #include <regex>
 #include <vector>
 
+#include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 
@@ -47,12 +48,13 @@ std::int64_t oomRequestedBytesIn(const std::string& text) {
   return -1;
 }
 
-// MEGABATCH_FAULT_OOM=RANK:PHASE[:SKIP].
+// MEGABATCH_FAULT_OOM=RANK:PHASE[:SKIP[:DEVICE]].
 struct InjectedOom {
   bool active = false;
   int rank = -1;  // -1: every rank
   std::string phase;
   int skip = 0;
+  bool cuda = false;  // DEVICE = cuda: CUDA's caching allocator refuses, not the CPU's
   int seen = 0;
 };
 
@@ -67,6 +69,7 @@ InjectedOom& injectedOom() {
     s.rank = fields[0] == "*" ? -1 : std::stoi(fields[0]);
     s.phase = fields[1];
     s.skip = fields.size() > 2 ? std::stoi(fields[2]) : 0;
+    s.cuda = fields.size() > 3 && fields[3] == "cuda";
     return s;
   }();
   return spec;
@@ -77,9 +80,15 @@ void maybeInjectOom(const std::string& phase) {
   if (!spec.active || phase.find(spec.phase) == std::string::npos) return;
   if (spec.rank >= 0 && spec.rank != log::rank()) return;
   if (spec.seen++ != spec.skip) return;
-  log::get("app").warn("MEGABATCH_FAULT_OOM: an allocation of 1 PiB starts {}", phase);
+  log::get("app").warn("MEGABATCH_FAULT_OOM: an allocation of 1 PiB on the {} starts {}",
+                       spec.cuda ? "GPU" : "CPU", phase);
   constexpr std::size_t kPebibyte = std::size_t{1} << 50;  // past any address space
-  c10::DataPtr never = c10::GetCPUAllocator()->allocate(kPebibyte);
+  // On CUDA the caching allocator's own path: cudaMalloc fails, the cache is freed, cudaMalloc
+  // fails again, and c10::OutOfMemoryError says what the card holds (GetAllocator throws
+  // where no CUDA allocator is registered: a CPU build).
+  c10::Allocator* allocator =
+      spec.cuda ? c10::GetAllocator(c10::DeviceType::CUDA) : c10::GetCPUAllocator();
+  c10::DataPtr never = allocator->allocate(kPebibyte);
 }
 
 // The remedies for running out in `phase`, most effective first (seed 001's order).

@@ -15,8 +15,9 @@
 // keys. Its exit code is 1 ("anything else" in DESIGN.md): a job script must not requeue it
 // unchanged, as it would a preemption (75), and needs nothing finer to know that.
 //
-// MEGABATCH_FAULT_OOM=RANK:PHASE[:SKIP] (tests): on rank RANK (* = every rank), the (SKIP+1)-th
-// phase whose name contains PHASE starts with a real allocation the CPU allocator refuses. Inner
+// MEGABATCH_FAULT_OOM=RANK:PHASE[:SKIP[:cuda]] (tests): on rank RANK (* = every rank), the
+// (SKIP+1)-th phase whose name contains PHASE starts with a real allocation the CPU allocator
+// refuses (with :cuda, CUDA's caching allocator: a real cudaMalloc failure). Inner
 // phases: each micro-batch's forward ("running the forward of micro-batch 2/4 in step 3") and
 // each gradient bucket's launch ("sending grad bucket 2/5", inside the backward).
 #include <cstdint>

@@ -47,17 +47,19 @@ def poison_env(steps=POISONED, rank=1):
 
 
 def grad_scaler_training(archive, rank_batches, backoff=BACKOFF, poisoned=POISONED, poison_rank=1,
-                         micro_batch=16):
+                         micro_batch=16, device="cpu"):
     """torch.amp.GradScaler's recipe on rank_batches[step] = [(m1, m5, y) per rank]: per step the
     scale after update(), whether the step was skipped, the loss, and the unscaled gradient norm;
-    and the module. The loss of `poison_rank` is NaN on the `poisoned` steps, as megabatch's
-    fault hook makes it."""
-    model = torch.jit.load(archive)
+    and the module (on the CPU). The loss of `poison_rank` is NaN on the `poisoned` steps, as
+    megabatch's fault hook makes it. device="cuda" runs it on the GPU: CUDA autocast, and
+    GradScaler's fused CUDA kernels."""
+    model = torch.jit.load(archive, map_location=device)
     model.train()
     opt = make_optimizer(model, "sgd")
     params = [p for p in model.parameters() if p.requires_grad]
-    scaler = torch.amp.GradScaler("cpu", init_scale=INIT, growth_factor=GROWTH, backoff_factor=backoff,
+    scaler = torch.amp.GradScaler(device, init_scale=INIT, growth_factor=GROWTH, backoff_factor=backoff,
                                   growth_interval=INTERVAL)
+    rank_batches = [[tuple(t.to(device) for t in part) for part in parts] for parts in rank_batches]
     scales, skipped, losses, norms = [], [], [], []
     for step, parts in enumerate(rank_batches, start=1):
         total = sum(len(y) for _, _, y in parts)
@@ -66,7 +68,7 @@ def grad_scaler_training(archive, rank_batches, backoff=BACKOFF, poisoned=POISON
         for rank, (m1, m5, y) in enumerate(parts):
             for begin in range(0, len(y), micro_batch):
                 rows = slice(begin, begin + micro_batch)
-                with torch.autocast("cpu", dtype=torch.float16):
+                with torch.autocast(device, dtype=torch.float16):
                     out = model(m1[rows], m5[rows]).squeeze(1).float()
                     part = F.mse_loss(out, y[rows].float(), reduction="sum").float()
                 if step in poisoned and rank == poison_rank:
@@ -81,7 +83,7 @@ def grad_scaler_training(archive, rank_batches, backoff=BACKOFF, poisoned=POISON
         scales.append(scaler.get_scale())
         skipped.append(scaler.get_scale() < before)
         losses.append(loss_sum / total)
-    return scales, skipped, losses, norms, model
+    return scales, skipped, losses, norms, model.cpu()
 
 
 def metric_series(run_dir, key):
