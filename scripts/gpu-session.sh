@@ -35,14 +35,16 @@
 #        features   60 e  185  6 entries: 13 short megabatch runs, the fp16 test's PyTorch side
 #        gpt       150 e  335  matmul rate, megabatch, eager, torch.compile (~60 s of compiling)
 #        test      150 e  485  the rest of the build (~80 s), then as much of the suite as fits
-#        bench      35 e  520  --only lstm,data,nccl --repeats 2 (71 s in 2026-11-28's call 2:
-#                              what does not fit is skipped and said so)
+#        bench      35 e  520  --only data,lstm,nccl --repeats 2 (lstm and nccl took 71 s in
+#                              2026-11-28's call 2: what does not fit is skipped and said so)
 #   2. at once, while the machine is warm (one call: ~200 s of device time are left):
 #      run(command="MB_SESSION_BUDGET_S=200 bash scripts/gpu-session.sh gpu features test bench")
 #      after a fix: reruns what has not passed on this build (a rebuilt binary: everything), and
 #      continues the suite. A machine that went back means a fresh build (110 s) first.
 # The CPU check of this plan (no GPU; the 2-core VM of CI):
 #   MEGABATCH_CUDA=OFF MB_TEST_DEVICE=cpu MB_SESSION_BUDGET_S=520 bash scripts/gpu-session.sh
+#   (Debian 12: PATH=/usr/bin:$PATH TORCH_CMAKE_PREFIX=/usr/lib/x86_64-linux-gnu/cmake; ccache
+#   through CMAKE_CXX_COMPILER_LAUNCHER=ccache)
 # Each call's logs come back under $OUT (at most 8 files: summary.txt, build.log, test.log, demo.log,
 # bench.log, bench/*): read summary.txt first.
 #
@@ -53,6 +55,7 @@
 #                        -E: it is taken). SLURM and style tests never run there (no apt for
 #                        SLURM, no clang-format). A test call first rebuilds megabatch and the
 #                        GPU tests; when sources changed that, every test runs again.
+#   MB_BENCH_RESERVE_S   seconds the test phase leaves for a bench phase after it (default 40)
 #   MB_TEST_JOBS         parallel tests (default: the cores; ctest counts a test's PROCESSORS)
 #   MB_CARRY             prepare: the ignored paths the calls carry (default: .gpu-debs)
 #   MEGABATCH_CUDA=OFF and MB_TEST_DEVICE=cpu check this script on a CPU machine (no GPU tests,
@@ -77,7 +80,7 @@ phases=("$@")
 check_mode=0  # MEGABATCH_CUDA=OFF: the CPU check of the script (no GPU tests, a quick bench)
 [[ ${MEGABATCH_CUDA:-ON} == OFF ]] && check_mode=1
 
-note() { echo "gpu-session: $*" | tee -a "$summary"; }
+note() { echo "gpu-session: [$(($(date +%s) + budget - deadline)) s] $*" | tee -a "$summary"; }
 left() { echo $((deadline - $(date +%s))); }
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
 
@@ -91,7 +94,7 @@ run_until_deadline() {  # run_until_deadline MARGIN COMMAND...
   pid=$!
   while kill -0 "$pid" 2>/dev/null; do
     if [[ $(left) -le $margin ]]; then
-      echo "gpu-session: time budget reached: stopping $*" >&2
+      echo "gpu-session: time budget reached ($(left) s left, margin $margin s): stopping $*" >&2
       kill -TERM -- "-$pid" 2>/dev/null
       sleep 5
       kill -KILL -- "-$pid" 2>/dev/null
@@ -324,7 +327,7 @@ phase_build() {
 build_rest() {
   local log=$out/build.log rc
   echo "== cmake --build $build_dir (everything else; budget $(left) s)" >>"$log"
-  run_until_deadline 60 cmake --build "$build_dir" -j "$(nproc)" >>"$log" 2>&1
+  run_until_deadline $((60 + reserve)) cmake --build "$build_dir" -j "$(nproc)" >>"$log" 2>&1
   rc=$?
   [[ $rc -eq 0 ]] && note "test: the rest of the build is done" ||
     note "test: the rest of the build stopped (rc $rc; log build.log): the next test call continues it"
@@ -348,9 +351,10 @@ exclude_regex() {  # exclude_regex [EXTRA]
 }
 
 # Runs ctest with ARGS, leaving out the tests passed before and those EXCLUDE matches; logs to
-# test.log and records the new passes.
+# test.log and records the new passes. Stops `reserve` (a global) seconds early when a later
+# phase needs them. A run cut at the budget with no failure returns 0: the next call continues it.
 run_ctest() {  # run_ctest TITLE EXCLUDE CTEST_ARGS...
-  local title=$1 pattern jobs rc tmp=$out/.ctest-run.log skip=()
+  local title=$1 pattern jobs rc tmp=$out/.ctest-run.log skip=() failed=""
   pattern=$(exclude_regex "$2")
   shift 2
   [[ -n $pattern ]] && skip=(-E "$pattern")
@@ -359,12 +363,16 @@ run_ctest() {  # run_ctest TITLE EXCLUDE CTEST_ARGS...
     echo "== $title: ctest -j $jobs $* (budget $(left) s; $(passed_count) passed before)"
     nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 || true
   } >>"$out/test.log"
-  run_until_deadline 15 ctest --test-dir "$build_dir" -j "$jobs" --output-on-failure "${skip[@]}" \
+  run_until_deadline $((15 + reserve)) ctest --test-dir "$build_dir" -j "$jobs" --output-on-failure "${skip[@]}" \
     "$@" >"$tmp" 2>&1
   rc=$?
   cat "$tmp" >>"$out/test.log"
   sed -n 's/^ *[0-9]*\/[0-9]* Test *#[0-9]*: \([^ ]*\) .*Passed.*/\1/p' "$tmp" >>"$passed_file"
-  [[ $rc -eq 124 ]] && note "$title: cut at the time budget: the next test call runs what is left"
+  grep -qE '\*\*\*(Failed|Timeout|Exception)|\(SEGFAULT\)|Subprocess aborted' "$tmp" && failed=1
+  if [[ $rc -eq 124 ]]; then
+    note "$title: cut at the time budget: the next test call runs what is left"
+    [[ -z $failed ]] && rc=0
+  fi
   grep -q 'No tests were found' "$tmp" && [[ -s $passed_file ]] &&
     note "$title: nothing left to run ($(passed_count) tests passed on this build before)"
   note "$title: ctest rc $rc; log test.log"
@@ -399,7 +407,7 @@ phase_test() {
   # shellcheck disable=SC1091  # written by build-gpu.sh
   . "$build_dir/megabatch-env.sh"
   export MEGABATCH_TEST_DEVICE=${MB_TEST_DEVICE:-cuda}
-  [[ $(left) -gt 90 ]] || { note "test: no time left for the rest of the suite"; return 1; }
+  [[ $(left) -gt $((90 + reserve)) ]] || { note "test: no time left for the rest of the suite"; return 1; }
   build_rest || return 1
   if ! MB_PYTHON_FOR_TESTS=$(python_for_tests) python_modules_ok; then
     python_skip='py\..*'
@@ -484,7 +492,7 @@ run_bench() {  # run_bench PHASE NAME ARGS...
   mkdir -p "$out/bench"
   echo "== $phase: python3 $script --bin $build_dir/megabatch $* ${extra[*]} (budget $(left) s)" >>"$log"
   run_until_deadline 10 python3 "$script" --bin "$build_dir/megabatch" --out "$results" \
-    --budget-s $(($(left) - 40)) "$@" "${extra[@]}" >>"$log" 2>&1
+    --budget-s $(($(left) > 40 ? $(left) - 20 : 20)) "$@" "${extra[@]}" >>"$log" 2>&1
   rc=$?
   cp "$results/gpu_bench.json" "$out/bench/$name.json" 2>/dev/null
   cp "$results/gpu_bench.md" "$out/bench/$name.md" 2>/dev/null
@@ -495,7 +503,8 @@ run_bench() {  # run_bench PHASE NAME ARGS...
 }
 
 phase_gpt() { run_bench gpt gpt --only gpt; }
-phase_bench() { run_bench bench sections --only lstm,data,nccl --repeats 2; }
+# data first: the one section no lease has run yet (lstm and nccl ran on 2026-11-28).
+phase_bench() { run_bench bench sections --only data,lstm,nccl --repeats 2; }
 
 # The device tool returns files of at most 16 MiB: keep the head and the tail of larger logs.
 trim_logs() {
@@ -521,6 +530,7 @@ fit_out_files() {
 status=0
 timings=()
 call_start=$(date +%s)
+reserve=0  # seconds the test phase leaves for a bench phase after it (MB_BENCH_RESERVE_S)
 echo "== gpu-session $(date -u '+%F %T UTC'): phases ${phases[*]}, budget ${budget} s" >>"$summary"
 for phase in "${phases[@]}"; do
   case $phase in
@@ -534,6 +544,8 @@ for phase in "${phases[@]}"; do
     continue
   fi
   start=$(date +%s)
+  reserve=0
+  [[ $phase == test && " ${phases[*]} " == *" test "*"bench "* ]] && reserve=${MB_BENCH_RESERVE_S:-40}
   "phase_$phase"
   rc=$?
   note "$phase: $(($(date +%s) - start)) s"

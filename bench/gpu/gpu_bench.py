@@ -7,6 +7,7 @@ OUT/gpu_bench.log (the progress lines).
 
   python3 bench/gpu/gpu_bench.py --bin build-gpu/megabatch --out DIR [--device cuda|cpu]
                                  [--quick] [--only lstm,gpt,data,nccl] [--repeats 3]
+(--only runs the sections in the order it names them)
 
 Sections
   lstm  The seed's LSTM: one series stream of 167 features, window 360, hidden 256, 2 layers,
@@ -1271,10 +1272,9 @@ def main():
     bench.say("work directory %s; sections %s" % (bench.work, ",".join(only)))
     bench.save()
     try:
-        for name, run in (("lstm", section_lstm), ("gpt", section_gpt), ("data", section_data),
-                          ("nccl", section_nccl)):
-            if name not in only:
-                continue
+        runs = {"lstm": section_lstm, "gpt": section_gpt, "data": section_data, "nccl": section_nccl}
+        for name in only:  # in the order given: what matters most first, in case time runs out
+            run = runs[name]
             if bench.left() < 20:
                 bench.results["sections"][name] = {"error": "skipped: out of --budget-s"}
                 bench.say("%s: skipped (out of --budget-s)" % name)

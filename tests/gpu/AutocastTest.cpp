@@ -15,16 +15,6 @@
 namespace mb {
 namespace {
 
-// A random batch for `info` on the GPU (test::randomBatch follows MEGABATCH_TEST_DEVICE).
-data::Batch gpuBatch(const data::DataInfo& info, std::int64_t rows) {
-  data::Batch batch = test::randomBatch(info, rows);
-  for (auto& input : batch.inputs)
-    input = input.to(test::gpu());
-  batch.targets = batch.targets.to(test::gpu());
-  batch.sampleIndex = batch.sampleIndex.to(test::gpu());
-  return batch;
-}
-
 train::NamedTensors namedParameters(model::Model& model) {
   train::NamedTensors out;
   for (const auto& item : model.named_parameters(true))
@@ -37,7 +27,7 @@ void checkBf16Step(const ModelConfig& config, const data::DataInfo& info, double
   auto model = model::buildModel(config, info, 5);
   model->to(test::gpu());
   model->train();
-  data::Batch batch = gpuBatch(info, 8);
+  data::Batch batch = test::gpuBatch(info, 8);
   at::Tensor fp32Output = model->forward(batch);
   EXPECT_EQ(fp32Output.scalar_type(), at::kFloat);
   double fp32 = model->lossSum(fp32Output, batch).item<double>();

@@ -36,15 +36,6 @@ std::shared_ptr<model::Model> gpuModel(const ModelConfig& config, const data::Da
   return built;
 }
 
-data::Batch gpuBatch(const data::DataInfo& info, std::int64_t rows) {
-  data::Batch batch = test::randomBatch(info, rows);
-  for (auto& input : batch.inputs)
-    input = input.to(test::gpu());
-  batch.targets = batch.targets.to(test::gpu());
-  batch.sampleIndex = batch.sampleIndex.to(test::gpu());
-  return batch;
-}
-
 // One forward + backward from the same seed (dropout draws the same masks), as a training step
 // runs it: inside autocast when `precision` is bf16.
 std::vector<at::Tensor> gradientsOf(model::Model& model, const data::Batch& batch,
@@ -97,7 +88,7 @@ TEST(GpuRecompute, GptBlocksWithDropoutGiveTheGradientsOfTheRunWithout) {
   config.dropout = 0.1;
   const auto info = test::tokenInfo(128, 96);
   auto gpt = gpuModel(config, info);
-  const auto batch = gpuBatch(info, 8);
+  const auto batch = test::gpuBatch(info, 8);
   expectRecomputedGradients(*gpt, batch, DType::kFp32, kFp32Bound, "GPT, fp32");
   expectRecomputedGradients(*gpt, batch, DType::kBf16, kBf16Bound, "GPT, bf16 autocast");
 }
@@ -106,7 +97,7 @@ TEST(GpuRecompute, LstmTimeSegmentsGiveTheGradientsOfOnePass) {
   at::manual_seed(6);
   const auto info = test::seriesInfo({{"m1", 120, 5}, {"m5", 24, 3}});
   auto lstm = gpuModel(test::lstmConfig(32, 2), info);
-  const auto batch = gpuBatch(info, 16);
+  const auto batch = test::gpuBatch(info, 16);
   expectRecomputedGradients(*lstm, batch, DType::kFp32, kFp32Bound, "LSTM, fp32, no dropout");
 }
 
@@ -116,7 +107,7 @@ TEST(GpuRecompute, LstmSegmentsDrawTheSameMasksWhateverIsRecomputed) {
   config.dropout = 0.2;
   const auto info = test::seriesInfo({{"m1", 120, 5}});
   auto lstm = gpuModel(config, info);
-  const auto batch = gpuBatch(info, 16);
+  const auto batch = test::gpuBatch(info, 16);
   auto& segments = dynamic_cast<model::Recomputable&>(*lstm);
   segments.setRecomputeEvery(1);
   const auto everyOne = gradientsOf(*lstm, batch, DType::kFp32);

@@ -86,6 +86,15 @@ def grad_scaler_training(archive, rank_batches, backoff=BACKOFF, poisoned=POISON
     return scales, skipped, losses, norms, model.cpu()
 
 
+def assert_weights_within_fp16_drift(saved, model):
+    """Every tensor of `model` (a module) against a checkpoint's, within FP16_RTOL. Elements near
+    zero drift by the tensor's float16 ulp, not their own: atol scales with the tensor."""
+    for name, value in model.state_dict().items():
+        expected = value.numpy()
+        np.testing.assert_allclose(saved[name], expected, rtol=FP16_RTOL,
+                                   atol=FP16_RTOL * float(np.abs(expected).max()), err_msg=name)
+
+
 def metric_series(run_dir, key):
     return {r["step"]: r[key] for r in read_metrics(run_dir) if r["event"] == "train"}
 
@@ -122,13 +131,7 @@ class Fp16TrainingTest(TorchScriptCase):
         early = [s for s in finite if s <= 30]
         np.testing.assert_allclose([ours_norm[s] for s in early], [norms[s - 1] for s in early],
                                    rtol=FP16_RTOL, err_msg="unscaled gradient norms (the clip's input)")
-        saved = checkpoint(run, STEPS)
-        for name, value in model.state_dict().items():
-            # Elements near zero drift by the tensor's float16 ulp, not their own: atol scales
-            # with the tensor.
-            expected = value.numpy()
-            np.testing.assert_allclose(saved[name], expected, rtol=FP16_RTOL,
-                                       atol=FP16_RTOL * float(np.abs(expected).max()), err_msg=name)
+        assert_weights_within_fp16_drift(checkpoint(run, STEPS), model)
         # The comparison has power: every injected overflow was a skip, the scale grew and fell,
         # the clip bound, and GradScaler with another backoff factor parts from megabatch.
         for s in POISONED:
