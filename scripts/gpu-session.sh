@@ -18,6 +18,8 @@
 #                                    calls continue where one stopped
 #   scripts/gpu-session.sh bench     bench/gpu/gpu_bench.py's other sections (needs h5py, numpy,
 #                                    torch); MB_BENCH_ARGS adds arguments, e.g. "--only lstm,nccl"
+#   scripts/gpu-session.sh profile   bench/gpu/lstm_step_profile.py: where the seed LSTM's step goes at
+#                                    batch 128 (torch.profiler), and the step in a CUDA graph
 #   scripts/gpu-session.sh demo      the README's demo on the GPU (data, train, plot, eval, inspect)
 # With no phase: build gpu features gpt test bench, the call below. Phases share one time budget
 # per call; each ends in time for the call to return; a phase that finds no build builds first.
@@ -40,7 +42,8 @@
 #   2. at once, while the machine is warm (one call: ~200 s of device time are left):
 #      run(command="MB_SESSION_BUDGET_S=200 bash scripts/gpu-session.sh gpu features test bench")
 #      after a fix: reruns what has not passed on this build (a rebuilt binary: everything), and
-#      continues the suite. A machine that went back means a fresh build (110 s) first.
+#      continues the suite. A machine that went back means a fresh build (110 s) first. With
+#      everything passed, "profile" (~40 s e) instead: where the LSTM step's time goes.
 # The CPU check of this plan (no GPU; the 2-core VM of CI):
 #   MEGABATCH_CUDA=OFF MB_TEST_DEVICE=cpu MB_SESSION_BUDGET_S=520 bash scripts/gpu-session.sh
 #   (Debian 12: PATH=/usr/bin:$PATH TORCH_CMAKE_PREFIX=/usr/lib/x86_64-linux-gnu/cmake; ccache
@@ -506,6 +509,20 @@ phase_gpt() { run_bench gpt gpt --only gpt; }
 # data first: the one section no lease has run yet (lstm and nccl ran on 2026-11-28).
 phase_bench() { run_bench bench sections --only data,lstm,nccl --repeats 2; }
 
+# Where the seed LSTM's step goes, and what a CUDA graph of it buys (bench/gpu/lstm_step_profile.py).
+phase_profile() {
+  local args=(--out "$out/bench") rc
+  python_modules_ok || { note "profile: skipped: bench/gpu/lstm_step_profile.py imports torch and h5py"; return 1; }
+  ((check_mode)) && args+=(--quick)
+  mkdir -p "$out/bench"
+  echo "== profile: python3 bench/gpu/lstm_step_profile.py ${args[*]} (budget $(left) s)" >>"$out/bench.log"
+  run_until_deadline 10 python3 bench/gpu/lstm_step_profile.py "${args[@]}" >>"$out/bench.log" 2>&1
+  rc=$?
+  note "profile: rc $rc; results in $out/bench: lstm_profile.md and .json"
+  grep -E '^Profiled|^\| (plain|forward|cudnn)' "$out/bench/lstm_profile.md" 2>/dev/null >>"$summary"
+  return "$rc"
+}
+
 # The device tool returns files of at most 16 MiB: keep the head and the tail of larger logs.
 trim_logs() {
   local file limit=$((15 * 1024 * 1024))
@@ -534,8 +551,8 @@ reserve=0  # seconds the test phase leaves for a bench phase after it (MB_BENCH_
 echo "== gpu-session $(date -u '+%F %T UTC'): phases ${phases[*]}, budget ${budget} s" >>"$summary"
 for phase in "${phases[@]}"; do
   case $phase in
-    prepare | build | gpu | features | gpt | test | bench | demo) ;;
-    *) echo "gpu-session: unknown phase $phase (prepare, build, gpu, features, gpt, test, bench, demo)" >&2
+    prepare | build | gpu | features | gpt | test | bench | profile | demo) ;;
+    *) echo "gpu-session: unknown phase $phase (prepare, build, gpu, features, gpt, test, bench, profile, demo)" >&2
        exit 2 ;;
   esac
   if [[ $(left) -le 30 ]]; then
