@@ -43,6 +43,11 @@ const char* kTorchScriptNote =
     "model.path (not arbitrary Python, but code): train, eval, predict and export only archives\n"
     "you trust. Checkpoints hold tensors only (no pickles, no code).";
 
+// eval and predict: Note [Selected period] in data/pipeline/TimeSplits.h.
+const char* const kFromHelp =
+    "only samples at or after this time: an ISO-8601 UTC date or date-time, or a number in the "
+    "file's data.time_unit";
+const char* const kToHelp = "only samples before this time (same forms as --from)";
 // eval and predict: Note [Precision of a new run] in train/precision/Precision.h.
 constexpr const char* kPrecisionHelp =
     "fp32, bf16, fp16 or auto (default: the training precision on a GPU; on the CPU, bf16 where "
@@ -60,12 +65,14 @@ const std::vector<CommandSpec>& commands() {
        runTrain,
        kTorchScriptNote},
       {"eval",
-       "megabatch eval --checkpoint CKPT [--data FILE] [--split val|test] [--batch N] "
-       "[--memory-budget-mb MB] [--max-samples N] [--precision P] [--out FILE.json]",
-       "loss and metrics of a checkpoint on the val or test split",
+       "megabatch eval --checkpoint CKPT [--data FILE] [--split val|test] [--from T] [--to T] "
+       "[--batch N] [--memory-budget-mb MB] [--max-samples N] [--precision P] [--out FILE.json]",
+       "loss and metrics of a checkpoint on the val or test split, or on a period",
        {{"checkpoint", true, "checkpoint file or run directory"},
         {"data", true, "data file (default: the one the run trained on)"},
-        {"split", true, "val or test (default val)"},
+        {"split", true, "val or test (default val; with --from/--to: the period within it)"},
+        {"from", true, kFromHelp},
+        {"to", true, kToHelp},
         {"batch", true,
          "samples per forward pass per rank (default: the largest up to 256 on the CPU, the "
          "training micro-batch on a GPU, that fits the memory budget)"},
@@ -79,12 +86,15 @@ const std::vector<CommandSpec>& commands() {
        kTorchScriptNote},
       {"predict",
        "megabatch predict --checkpoint CKPT --data FILE --out FILE.h5 [--split all|train|val|test] "
-       "[--batch N] [--memory-budget-mb MB] [--precision P]",
+       "[--from T] [--to T] [--batch N] [--memory-budget-mb MB] [--precision P]",
        "write predictions to HDF5, aligned with the sample timestamps",
        {{"checkpoint", true, "checkpoint file or run directory"},
         {"data", true, "data file"},
         {"out", true, "output HDF5 file"},
-        {"split", true, "all (default), train, val, or test"},
+        {"split", true,
+         "all (default), train, val, or test (with --from/--to: the period within it)"},
+        {"from", true, kFromHelp},
+        {"to", true, kToHelp},
         {"batch", true,
          "samples per forward pass (default: the largest up to 512 that fits the memory budget)"},
         {"memory-budget-mb", true, "memory prediction may use (default: 90% of what is available)"},

@@ -6,8 +6,17 @@
 #include <string>
 #include <vector>
 
+namespace mb {
+struct PeriodSelection;
+}
+namespace mb::data {
+struct DataInfo;
+}
 namespace mb::dist {
 class Runtime;
+}
+namespace mb::train {
+class JsonRecord;
 }
 
 namespace mb::app {
@@ -37,5 +46,12 @@ int runData(const ParsedArgs& args, dist::Runtime& runtime);
 int runInspect(const ParsedArgs& args, dist::Runtime& runtime);
 int runPlot(const ParsedArgs& args, dist::Runtime& runtime);
 int runExport(const ParsedArgs& args, dist::Runtime& runtime);
+
+// eval and predict --from/--to (Note [Selected period]; EvalCommand.cpp): the period loaded as
+// the test split, in words ("the period 2024-03-01 to 2024-03-07 (--from ..., every split)"),
+// and as fields of a JSON record.
+std::string describePeriod(const PeriodSelection& period, const data::DataInfo& info);
+void addPeriodFields(train::JsonRecord& record, const PeriodSelection& period,
+                     const data::DataInfo& info);
 
 }  // namespace mb::app

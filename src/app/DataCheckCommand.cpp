@@ -143,12 +143,13 @@ void printSummary(const data::ShardedData& data, const at::Tensor& stats, int wo
   std::printf("data: %s\nlayout: %s, %lld samples, fingerprint %s\n", info.path.c_str(),
               info.layout.c_str(), static_cast<long long>(info.numSamples),
               info.fingerprint.c_str());
-  for (data::Split split : {data::Split::kTrain, data::Split::kVal, data::Split::kTest}) {
-    const auto& r = info.split(split);
-    std::printf("%-5s samples [%lld, %lld): %lld\n", data::toString(split),
-                static_cast<long long>(r.begin), static_cast<long long>(r.end),
-                static_cast<long long>(r.size()));
-  }
+  std::printf("splits %s%s:\n", info.splitsByTime ? "by time" : "by fractions",
+              info.hasTimestamps
+                  ? (std::string(" (data.time_unit = ") + timeUnitName(info.timeUnit) + ")").c_str()
+                  : "");
+  for (data::Split split : {data::Split::kTrain, data::Split::kVal, data::Split::kTest})
+    std::printf("%-5s samples %s\n", data::toString(split),
+                data::describeSplit(info, split).c_str());
   for (const auto& input : info.inputs)
     std::printf("input %s: window %lld, features %lld\n", input.name.c_str(),
                 static_cast<long long>(input.window), static_cast<long long>(input.features));

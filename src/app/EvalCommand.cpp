@@ -78,11 +78,35 @@ void chooseBatch(const ParsedArgs& args, const Config& config, model::Model& mod
 
 }  // namespace
 
+std::string describePeriod(const PeriodSelection& period, const data::DataInfo& info) {
+  const data::TimeSpan& times = info.splitTimes[static_cast<int>(data::Split::kTest)];
+  std::string text = "the period " + formatTime(times.first, info.timeUnit) + " to " +
+                     formatTime(times.last, info.timeUnit) + " (";
+  if (!period.from.empty()) text += "--from " + period.from;
+  if (!period.to.empty()) text += std::string(period.from.empty() ? "" : " ") + "--to " + period.to;
+  return text +
+         (period.split.empty() ? ", every split" : ", within the " + period.split + " split") + ")";
+}
+
+void addPeriodFields(train::JsonRecord& record, const PeriodSelection& period,
+                     const data::DataInfo& info) {
+  const data::TimeSpan& times = info.splitTimes[static_cast<int>(data::Split::kTest)];
+  record.add("split", period.split.empty() ? std::string("all") : period.split);
+  record.add("from", period.from).add("to", period.to);
+  record.add("first_time", formatTime(times.first, info.timeUnit));
+  record.add("last_time", formatTime(times.last, info.timeUnit));
+  const data::SampleRange& range = info.split(data::Split::kTest);
+  record.add("first_sample", range.begin).add("end_sample", range.end);
+}
+
 int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
   if (!args.has("checkpoint"))
     throw ConfigError(
         "megabatch eval needs --checkpoint CKPT (a checkpoint file or a run directory)");
-  const data::Split split = parseSplit(args.get("split", "val"));
+  const bool period = args.has("from") || args.has("to");
+  // Note [Selected period]: the period is loaded as the test split.
+  const data::Split split = period ? data::Split::kTest : parseSplit(args.get("split", "val"));
+  if (period && args.has("split")) parseSplit(args.get("split"));  // val or test, as without
   train::TrainedModel run;
   dist::agreed(runtime.control(), "loading the checkpoint",
                [&] { run = train::loadTrainedModel(args.get("checkpoint"), args.positionals); });
@@ -90,6 +114,8 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
   if (args.has("data")) config.data.path = args.get("data");
   // Any canonical shard count works for evaluation; one per rank keeps the load small.
   config.data.canonicalShards = runtime.size();
+  if (period)
+    config.data.period = {args.get("from", ""), args.get("to", ""), args.get("split", "")};
   const c10::Device device = evalDevice(config, runtime);
   run.model->to(device);
   std::unique_ptr<data::ShardedData> data =
@@ -103,6 +129,7 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
   if (args.has("batch") && args.getInt("batch", 0) < 1) throw ConfigError("--batch must be >= 1");
   if (options.maxSamplesPerRank < 0) throw ConfigError("--max-samples must be >= 0 (0 = all)");
   options.context = " of " + run.path;
+  if (period) options.name = "period";
   options.announceAtOnce = true;  // the start line before the first batch, however slow
   dist::agreed(runtime.control(), "choosing the precision", [&] {
     // Note [Precision of a new run]
@@ -125,15 +152,21 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
   }
   if (runtime.rank() != 0) return 0;
 
-  const std::string prefix = std::string(data::toString(split)) + "_";
-  std::printf("checkpoint %s (step %lld) on %s, %s split (%lld samples):\n", run.path.c_str(),
+  const std::string prefix = (period ? std::string("period") : data::toString(split)) + "_";
+  const std::string what = period ? describePeriod(config.data.period, data->info())
+                                  : std::string(data::toString(split)) + " split";
+  std::printf("checkpoint %s (step %lld) on %s, %s (%lld samples):\n", run.path.c_str(),
               static_cast<long long>(run.checkpoint.trainer.step), config.data.path.c_str(),
-              data::toString(split), static_cast<long long>(metrics[prefix + "samples"]));
+              what.c_str(), static_cast<long long>(metrics[prefix + "samples"]));
   train::JsonRecord record;
   record.add("checkpoint", run.path)
       .add("step", run.checkpoint.trainer.step)
       .add("data", config.data.path);
-  record.add("split", data::toString(split));
+  if (period) {
+    addPeriodFields(record, config.data.period, data->info());
+  } else {
+    record.add("split", data::toString(split));
+  }
   for (const auto& [name, value] : metrics) {
     std::printf("  %-22s %.6g\n", name.c_str(), value);
     record.add(name, value);

@@ -122,6 +122,10 @@ void writePredictions(const std::string& path, const train::TrainedModel& run, c
     h5::writeAttribute(file.get(), "step", run.checkpoint.trainer.step, code);
     h5::writeAttribute(file.get(), "data", config.data.path, code);
     h5::writeAttribute(file.get(), "split", split, code);
+    if (config.data.period.active()) {
+      h5::writeAttribute(file.get(), "from", config.data.period.from, code);
+      h5::writeAttribute(file.get(), "to", config.data.period.to, code);
+    }
     h5::writeAttribute(file.get(), "model", run.model->kind(), code);
     file.close(code, tmp);
   }
@@ -133,8 +137,12 @@ void writePredictions(const std::string& path, const train::TrainedModel& run, c
 int runPredict(const ParsedArgs& args, dist::Runtime& runtime) {
   if (!args.has("checkpoint") || !args.has("data") || !args.has("out"))
     throw ConfigError("megabatch predict needs --checkpoint CKPT --data FILE --out FILE.h5");
-  const std::string splitName = args.get("split", "all");
-  std::vector<data::Split> splits = splitsFor(splitName);
+  const bool period = args.has("from") || args.has("to");
+  const std::string splitName = args.get("split", period ? "" : "all");
+  // Note [Selected period]: the period is loaded as the test split.
+  std::vector<data::Split> splits =
+      period ? std::vector<data::Split>{data::Split::kTest} : splitsFor(splitName);
+  if (period && !splitName.empty() && splitName != "all") splitsFor(splitName);  // a known name
   if (runtime.rank() != 0) return 0;  // prediction runs in one process; other ranks are idle
   train::TrainedModel run = train::loadTrainedModel(args.get("checkpoint"), args.positionals);
   if (model::modelKind(run.config.model.kind).languageModel)
@@ -144,6 +152,9 @@ int runPredict(const ParsedArgs& args, dist::Runtime& runtime) {
   config.data.path = args.get("data");
   config.data.canonicalShards = 1;
   config.data.residency = Residency::kHost;  // the train split in time order must be resident
+  if (period)
+    config.data.period = {args.get("from", ""), args.get("to", ""),
+                          splitName == "all" ? std::string() : splitName};
   dist::SingleCommunicator self;
   std::unique_ptr<data::ShardedData> data =
       data::ShardedData::load(config, self, c10::Device(c10::kCPU));
@@ -171,19 +182,21 @@ int runPredict(const ParsedArgs& args, dist::Runtime& runtime) {
   shown.label = "predict";
   for (data::Split split : splits)
     shown.total += data->evalCount(split);
-  shown.startLine = fmt::format("predict: {} samples ({} split) of {}, batches of {}", shown.total,
-                                splitName, config.data.path, batchSize);
+  const std::string what =
+      period ? describePeriod(config.data.period, data->info()) : splitName + " split";
+  shown.startLine = fmt::format("predict: {} samples ({}) of {}, batches of {}", shown.total, what,
+                                config.data.path, batchSize);
   WorkProgress progress(shown);
   for (data::Split split : splits)
     predictSplit(*run.model, *data, split, batchSize, chosen.roomBytes, precision.dtype,
                  predictions, progress);
   progress.finish();
-  writePredictions(args.get("out"), run, config, splitName, data->info().sampleIdDataset,
-                   predictions);
+  writePredictions(args.get("out"), run, config, period ? "period" : splitName,
+                   data->info().sampleIdDataset, predictions);
   std::int64_t rows = 0;
   for (const auto& t : predictions.indices)
     rows += t.size(0);
-  log::get("app").info("wrote {} predictions ({} split) to {}", rows, splitName, args.get("out"));
+  log::get("app").info("wrote {} predictions ({}) to {}", rows, what, args.get("out"));
   return 0;
 }
 

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "common/TimeText.h"
+
 namespace mb {
 
 // Most classes a classification model takes (model.num_classes, or the largest label + 1): more
@@ -72,11 +74,26 @@ struct PanelConfig {
   PanelNorm normalizeTarget = PanelNorm::kNone;  // targets, per date across instruments
 };
 
+// Splits by share of the samples (the fractions), or by time (the cuts, Note [Splits by time] in
+// data/pipeline/TimeSplits.h): a run uses one or the other (ConfigLoader.cpp).
 struct SplitConfig {
   double trainFraction = 0.8;
   double valFraction = 0.1;
   double testFraction = 0.1;
   std::int64_t embargo = -1;  // rows between splits; -1 = one window (DESIGN.md "Splits")
+  // Time cuts as the user wrote them (Note [Times as users write them]); empty = not set.
+  std::string trainFrom;   // samples before it are left out
+  std::string trainUntil;  // train: before it; val from it
+  std::string valUntil;    // val: before it; test from it (empty: val runs to the end)
+  bool byTime() const { return !trainFrom.empty() || !trainUntil.empty() || !valUntil.empty(); }
+};
+
+// Not a key: the period `megabatch eval` and `predict` were asked for (--from, --to), within one
+// split of the run's or over every sample (Note [Selected period] in data/pipeline/TimeSplits.h).
+struct PeriodSelection {
+  std::string from, to;  // as the user wrote them; either may be empty
+  std::string split;     // "", "train", "val" or "test"
+  bool active() const { return !from.empty() || !to.empty(); }
 };
 
 struct DataConfig {
@@ -87,9 +104,11 @@ struct DataConfig {
   std::int64_t canonicalShards = 64;  // V: fixed at run start, stored in the checkpoint
   bool shuffle = true;
   SplitConfig split;
-  std::vector<StreamSpec> streams;  // series layout
-  PanelConfig panel;                // panel layout
-  std::int64_t context = 128;       // tokens layout: a sample is context+1 tokens
+  TimeUnit timeUnit = TimeUnit::kSeconds;  // what the file's /timestamps count
+  PeriodSelection period;                  // not a key: eval and predict --from/--to
+  std::vector<StreamSpec> streams;         // series layout
+  PanelConfig panel;                       // panel layout
+  std::int64_t context = 128;              // tokens layout: a sample is context+1 tokens
   DataNames names;
   double memoryFraction = 0.75;  // share of device (or host) memory the resident data may use
   bool hostMmap = true;          // host residency: map uncompressed datasets (zero copy)
@@ -186,6 +205,9 @@ struct TrainConfig {
   double memoryBudgetMb = 0;        // per rank; 0 = 90% of the device's or the host's share
   double gpuUtilWarn = 70;          // CUDA: warn when GPU utilisation stays below (%); 0 = off
   EarlyStoppingConfig earlyStopping;
+  // Note [Warm starts] (train/WarmStart.h): a trained model's weights for a new run.
+  std::string initFrom;            // a run directory or a checkpoint file; empty = none
+  bool initFromOptimizer = false;  // also its optimizer moments
 };
 
 struct OptimConfig {
@@ -222,6 +244,8 @@ struct RunConfig {
   std::string lock = "auto";  // auto | kernel | file (Note [One writer per run directory])
   double lockWaitS = 60.0;    // seconds to wait for a trainer on run.dir that is ending
   bool tensorboard = true;    // rank 0 writes run.dir/tensorboard/events.out.tfevents.*
+  // A resume on data other than the checkpoint's goes on (Note [Data continuity]).
+  bool allowDataChange = false;
 };
 
 struct Config {

@@ -68,6 +68,9 @@ MB_ENUM_TABLE(PanelNorm, {PanelNorm::kNone, "none"}, {PanelNorm::kZscore, "zscor
               {PanelNorm::kRank, "rank"})
 MB_ENUM_TABLE(GraphRebuild, {GraphRebuild::kOnce, "once"}, {GraphRebuild::kPerEpoch, "per_epoch"})
 MB_ENUM_TABLE(EncoderKind, {EncoderKind::kLstm, "lstm"}, {EncoderKind::kTransformer, "transformer"})
+MB_ENUM_TABLE(TimeUnit, {TimeUnit::kSeconds, "s"}, {TimeUnit::kMillis, "ms"},
+              {TimeUnit::kMicros, "us"}, {TimeUnit::kNanos, "ns"}, {TimeUnit::kDays, "days"},
+              {TimeUnit::kYyyymmdd, "yyyymmdd"})
 #undef MB_ENUM_TABLE
 
 template <class E>

@@ -22,7 +22,8 @@ using KindRule = std::function<std::optional<std::string>(const Config& config)>
 
 // What config's rules know of one data layout (data::LayoutKind derives from it).
 struct LayoutRules {
-  std::string name;  // as written in data.layout
+  std::string name;     // as written in data.layout
+  bool hasTime = true;  // samples may carry timestamps (splits by time, eval --from/--to)
   // The layout's own rules (data.layout = series needs data.streams, ...). May be empty.
   KindRule checkConfig;
 };

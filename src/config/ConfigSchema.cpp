@@ -81,6 +81,20 @@ ConfigField makeCountOrAutoField(std::string key, Access access, std::string hel
   return field;
 }
 
+std::vector<ConfigField> buildFields();
+
+// A run splits by fractions or by time, never both: the resolved config shows the keys of the
+// way it uses (Note [Splits by time]), so that it loads again as a user's config.
+void showOnlyTheSplitInUse(std::vector<ConfigField>& fields) {
+  for (auto& field : fields) {
+    if (str::endsWith(field.key, "_fraction") && str::startsWith(field.key, "data.split."))
+      field.shown = [](const Config& c) { return !c.data.split.byTime(); };
+    if (field.key == "data.split.train_from" || field.key == "data.split.train_until" ||
+        field.key == "data.split.val_until")
+      field.shown = [](const Config& c) { return c.data.split.byTime(); };
+  }
+}
+
 std::vector<ConfigField> buildFields() {
   return {
       // run
@@ -109,6 +123,9 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("run.tensorboard", run.tensorboard,
                "write TensorBoard event files into run.dir/tensorboard (rank 0)",
                {"tensorboard_logger", "tb"}),
+      MB_FIELD("run.allow_data_change", run.allowDataChange,
+               "resume even when the data changed in a way that moves the train or val split "
+               "(recorded in the metrics and checkpoints)"),
       // data
       MB_FIELD("data.path", data.path, "HDF5 data file", {"file", "dataset", "data_path"}),
       MB_CHOICE_FIELD("data.layout", data.layout, layoutChoices,
@@ -129,6 +146,22 @@ std::vector<ConfigField> buildFields() {
                {"test"}),
       MB_FIELD("data.split.embargo", data.split.embargo,
                "rows skipped between splits; -1 = one window", {"gap"}),
+      MB_FIELD("data.split.train_from", data.split.trainFrom,
+               "split by time: leave out samples before this time (ISO-8601 UTC date or "
+               "date-time, or a number in data.time_unit)",
+               {"start", "from"}),
+      MB_FIELD("data.split.train_until", data.split.trainUntil,
+               "split by time: train on samples before this time, validate from it (replaces "
+               "the fractions)",
+               {"until", "cutoff", "train_end"}),
+      MB_FIELD("data.split.val_until", data.split.valUntil,
+               "split by time: validate on samples before this time, test from it; empty = "
+               "val runs to the end",
+               {"val_end", "test_from"}),
+      MB_FIELD("data.time_unit", data.timeUnit,
+               "what the file's timestamps count: s, ms, us, ns (since 1970-01-01 UTC), days, "
+               "or yyyymmdd",
+               {"timestamp_unit", "unit"}),
       MB_FIELD("data.streams", data.streams, "series layout: [{name, window}] per input stream",
                {"timeframes"}),
       MB_FIELD("data.context", data.context,
@@ -297,6 +330,12 @@ std::vector<ConfigField> buildFields() {
                "evaluations without improvement before stopping; 0 = off"),
       MB_FIELD("train.early_stopping.min_delta", train.earlyStopping.minDelta,
                "smallest improvement that counts"),
+      MB_FIELD("train.init_from", train.initFrom,
+               "start a new run from the weights of a run directory or checkpoint file (a "
+               "resume of this run wins)",
+               {"pretrained", "pretrained_model", "init_checkpoint", "warm_start"}),
+      MB_FIELD("train.init_from_optimizer", train.initFromOptimizer,
+               "with train.init_from: also keep its optimizer moments (fine-tuning)"),
       // optim
       MB_FIELD("optim.name", optim.name, "adamw, adam, or sgd", {"optimizer", "type", "kind"}),
       MB_FIELD("optim.lr", optim.lr, "peak learning rate", {"learning_rate", "lr_max", "rate"}),
@@ -329,7 +368,11 @@ std::vector<ConfigField> buildFields() {
 }  // namespace
 
 const std::vector<ConfigField>& configFields() {
-  static const std::vector<ConfigField> fields = buildFields();
+  static const std::vector<ConfigField> fields = [] {
+    std::vector<ConfigField> built = buildFields();
+    showOnlyTheSplitInUse(built);
+    return built;
+  }();
   return fields;
 }
 
@@ -422,6 +465,9 @@ std::string toString(ProgressKind value) {
   return enumName(value);
 }
 std::string toString(MetricMode value) {
+  return enumName(value);
+}
+std::string toString(TimeUnit value) {
   return enumName(value);
 }
 

@@ -22,6 +22,8 @@ struct ConfigField {
   // Parses `value` into the field; throws ConfigError naming the key and the bad value.
   std::function<void(Config&, const YAML::Node& value)> assign;
   std::function<YAML::Node(const Config&)> emit;
+  // Whether the resolved config (configToYaml) shows the key; unset: always.
+  std::function<bool(const Config&)> shown;
 };
 
 // Every key, in the order --print-config shows them.
@@ -61,5 +63,6 @@ std::string toString(ScheduleKind value);
 std::string toString(BackendKind value);
 std::string toString(ProgressKind value);
 std::string toString(MetricMode value);
+std::string toString(TimeUnit value);
 
 }  // namespace mb

@@ -77,6 +77,57 @@ Problem splitFractionsSumToOne(const Config& c) {
   return std::nullopt;
 }
 
+// The fraction rules hold where the splits are by fractions (Note [Splits by time]).
+Rule unlessByTime(Rule rule) {
+  return
+      [rule](const Config& c) -> Problem { return c.data.split.byTime() ? std::nullopt : rule(c); };
+}
+
+// Note [Times as users write them]: every cut parses in data.time_unit, train_until is set, and
+// the cuts come in time order.
+Problem timeCutsReadable(const Config& c) {
+  const SplitConfig& s = c.data.split;
+  if (!s.byTime()) return std::nullopt;
+  const std::pair<const char*, const std::string*> cuts[] = {
+      {"data.split.train_from", &s.trainFrom},
+      {"data.split.train_until", &s.trainUntil},
+      {"data.split.val_until", &s.valUntil}};
+  std::vector<std::pair<const char*, std::int64_t>> given;
+  for (const auto& [key, text] : cuts) {
+    if (text->empty()) continue;
+    std::string problem;
+    std::optional<std::int64_t> value = parseTimeText(*text, c.data.timeUnit, &problem);
+    if (!value) return std::string(key) + ": " + problem;
+    given.emplace_back(key, *value);
+  }
+  if (s.trainUntil.empty())
+    return "data.split.train_until is not set: a split by time needs it (train before it, "
+           "validate from it); data.split.train_from and val_until only narrow it";
+  for (std::size_t i = 1; i < given.size(); ++i) {
+    if (given[i - 1].second >= given[i].second)
+      return std::string(given[i - 1].first) + " = " +
+             formatTime(given[i - 1].second, c.data.timeUnit) + " must come before " +
+             given[i].first + " = " + formatTime(given[i].second, c.data.timeUnit);
+  }
+  return std::nullopt;
+}
+
+Problem timeCutsNeedTime(const Config& c) {
+  if (!c.data.split.byTime()) return std::nullopt;
+  const LayoutRules* layout = findLayoutRules(c.data.layout);
+  if (layout == nullptr || layout->hasTime) return std::nullopt;
+  return "data.layout = " + c.data.layout +
+         " has no timestamps, so it cannot be split by time (data.split.train_until): use "
+         "data.split.train_fraction, val_fraction and test_fraction";
+}
+
+Problem initFromOptimizerNeedsInitFrom(const Config& c) {
+  if (c.train.initFromOptimizer && c.train.initFrom.empty())
+    return "train.init_from_optimizer = true needs train.init_from (the run or checkpoint "
+           "whose optimizer moments to keep)";
+  return std::nullopt;
+}
+
 Problem microBatchFitsGlobal(const Config& c) {
   if (c.train.microBatch > c.train.globalBatch)
     return "train.micro_batch = " + show(c.train.microBatch) +
@@ -247,10 +298,14 @@ std::vector<Rule> buildRules() {
       minimum("run.checkpoint_every_s", MB_GET(run.checkpointEveryS), 0.0),
       minimum("run.log_every", MB_GET(run.logEvery), 1),
       minimum("data.canonical_shards", MB_GET(data.canonicalShards), 1),
-      openRange("data.split.train_fraction", MB_GET(data.split.trainFraction), 0.0, 1.0 + 1e-12),
-      halfOpenRange("data.split.val_fraction", MB_GET(data.split.valFraction), 0.0, 1.0),
-      halfOpenRange("data.split.test_fraction", MB_GET(data.split.testFraction), 0.0, 1.0),
-      splitFractionsSumToOne,
+      unlessByTime(openRange("data.split.train_fraction", MB_GET(data.split.trainFraction), 0.0,
+                             1.0 + 1e-12)),
+      unlessByTime(
+          halfOpenRange("data.split.val_fraction", MB_GET(data.split.valFraction), 0.0, 1.0)),
+      unlessByTime(
+          halfOpenRange("data.split.test_fraction", MB_GET(data.split.testFraction), 0.0, 1.0)),
+      unlessByTime(splitFractionsSumToOne),
+      timeCutsReadable,
       minimum("data.split.embargo", MB_GET(data.split.embargo), -1),
       minimum("data.context", MB_GET(data.context), 1),
       openRange("data.memory_fraction", MB_GET(data.memoryFraction), 0.0, 1.0 + 1e-12),
@@ -258,6 +313,7 @@ std::vector<Rule> buildRules() {
       minimum("data.stream_chunk_items", MB_GET(data.streamChunkItems), 1),
       residentDtypeOffered,
       layoutRules,
+      timeCutsNeedTime,
       minimum("model.hidden", MB_GET(model.hidden), 1),
       minimum("model.layers", MB_GET(model.layers), 1),
       minimum("model.heads", MB_GET(model.heads), 1),
@@ -298,6 +354,7 @@ std::vector<Rule> buildRules() {
       minimum("train.early_stopping.patience", MB_GET(train.earlyStopping.patience), 0),
       minimum("train.early_stopping.min_delta", MB_GET(train.earlyStopping.minDelta), 0),
       earlyStoppingMetricKnown,
+      initFromOptimizerNeedsInitFrom,
       openRange("optim.lr", MB_GET(optim.lr), 0.0, 10.0),
       minimum("optim.weight_decay", MB_GET(optim.weightDecay), 0),
       halfOpenRange("optim.beta1", MB_GET(optim.beta1), 0.0, 1.0),

@@ -19,6 +19,17 @@ const char* toString(Split split) {
   return "?";
 }
 
+std::string describeSplit(const DataInfo& info, Split split) {
+  const SampleRange& range = info.split(split);
+  std::string text = "[" + std::to_string(range.begin) + ", " + std::to_string(range.end) +
+                     "): " + std::to_string(range.size()) + " samples";
+  const TimeSpan& times = info.splitTimes[static_cast<int>(split)];
+  if (times.known)
+    text += ", " + formatTime(times.first, info.timeUnit) + " to " +
+            formatTime(times.last, info.timeUnit);
+  return text;
+}
+
 std::string modelSpecToYaml(const DataInfo& info) {
   YAML::Emitter out;
   out << YAML::BeginMap;

@@ -20,6 +20,13 @@ struct SampleRange {
   std::int64_t size() const { return end - begin; }
 };
 
+// The times of a range's first and last samples, in the file's unit (data.time_unit).
+struct TimeSpan {
+  std::int64_t first = 0;
+  std::int64_t last = 0;
+  bool known = false;  // false: the file has no timestamps, or the range is empty
+};
+
 struct InputSpec {
   std::string name;           // "features", a stream name ("m5"), or "tokens"
   std::int64_t window = 0;    // rows per sample (0 for [N, F] samples; context for tokens)
@@ -40,7 +47,13 @@ struct DataInfo {
   bool countsTokens = false;         // token inputs: throughput is also reported in tokens/s
   std::int64_t canonicalShards = 0;  // V
   bool hasTimestamps = false;
-  std::string fingerprint;  // identifies the file's content for checkpoints
+  // With timestamps: each split's first and last time, and what the timestamps count.
+  std::array<TimeSpan, 3> splitTimes{};
+  TimeUnit timeUnit = TimeUnit::kSeconds;
+  bool splitsByTime = false;  // data.split.train_until (Note [Splits by time])
+  std::string fingerprint;    // identifies the file's content for checkpoints
+  // Note [Data continuity]: the content, split by split and dataset by dataset, as YAML.
+  std::string identityYaml;
   // classification: [classes] labels of each class in the train split (all ranks together);
   // empty when the train split is streamed. For class weights (model.class_weights).
   std::vector<std::int64_t> trainClassCounts;
@@ -50,6 +63,10 @@ struct DataInfo {
 
   const SampleRange& split(Split s) const { return splits[static_cast<int>(s)]; }
 };
+
+// "[480, 79803): 79323 samples, 2020-01-01T08:01:00Z to 2020-02-25T10:00:00Z" (the times where
+// the file has them).
+std::string describeSplit(const DataInfo& info, Split split);
 
 // The part of DataInfo a model's shape depends on (layout, inputs, targets, classes, vocab), as
 // YAML text. Checkpoints carry it so `megabatch sample` can rebuild a model without the data.

@@ -178,14 +178,15 @@ std::int64_t IndexReader::at(const DatasetMeta& d, std::int64_t row) {
   return v;
 }
 
-std::uint64_t hashSampleRows(hid_t file, const DatasetMeta& d, std::uint64_t seed) {
+std::uint64_t hashSampleRows(hid_t file, const DatasetMeta& d, std::uint64_t seed,
+                             std::int64_t rows, int samples) {
   h5::Handle dataset = h5::openDataset(file, d.path, ExitCode::kData);
-  std::int64_t rows = d.info.rows();
+  rows = rows < 0 ? d.info.rows() : std::min(rows, d.info.rows());
   at::ScalarType type = h5::naturalScalarType(d.info, ExitCode::kData, d.path);
   std::int64_t width = d.info.dims.size() == 1 ? std::min<std::int64_t>(rows, 64) : 1;
   std::uint64_t hash = seed;
-  for (std::int64_t k = 0; k < 8 && rows > 0; ++k) {
-    std::int64_t row = std::min(rows - width, (rows - width) * k / 7);
+  for (std::int64_t k = 0; k < samples && rows > 0; ++k) {
+    std::int64_t row = std::min(rows - width, (rows - width) * k / (samples - 1));
     at::Tensor piece = h5::readRows(dataset.get(), row, row + width, type, ExitCode::kData, d.path);
     hash = hashBytes(piece.data_ptr(), piece.numel() * piece.element_size(), hash);
   }

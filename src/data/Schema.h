@@ -107,7 +107,10 @@ class IndexReader {
 std::uint64_t hashBytes(const void* data, std::size_t size,
                         std::uint64_t seed = 14695981039346656037ULL);
 
-// Up to 8 evenly spaced rows of a dataset, hashed in their natural dtype.
-std::uint64_t hashSampleRows(hid_t file, const DatasetMeta& d, std::uint64_t seed);
+// Up to `samples` evenly spaced rows of a dataset (runs of 64 elements for a 1-D one), hashed in
+// their natural dtype. `rows` < 0: over all its rows; else over its first `rows` (Note [Data
+// continuity]: the part of a grown file that an older one held).
+std::uint64_t hashSampleRows(hid_t file, const DatasetMeta& d, std::uint64_t seed,
+                             std::int64_t rows = -1, int samples = 8);
 
 }  // namespace mb::data

@@ -23,12 +23,14 @@
 #include "data/Layout.h"
 #include "data/LayoutRegistry.h"
 #include "data/pipeline/ChunkStreamer.h"
+#include "data/pipeline/DataIdentity.h"
 #include "data/pipeline/MappedFile.h"
 #include "data/pipeline/MemoryBudget.h"
 #include "data/pipeline/Reader.h"
 #include "data/pipeline/ResidentData.h"
 #include "data/pipeline/Splits.h"
 #include "data/pipeline/Store.h"
+#include "data/pipeline/TimeSplits.h"
 #include "dist/Agreement.h"
 #include "dist/Communicator.h"
 #include "dist/ParallelIo.h"
@@ -139,9 +141,17 @@ class Loader {
     const SplitConfig& split = config_.data.split;
     NextStart embargo =
         split.embargo >= 0 ? fixedGap(split.embargo) : layout_->oneWindowEmbargo(index);
-    auto splits = planSplits({first, schema().numSamples}, split, embargo, schema().path);
-    fillInfo(splits);
+    std::optional<SampleTimes> times;
+    if (schema().timestamps.present())
+      times.emplace(index, schema().timestamps, config_.data.timeUnit, schema().path);
+    fillInfo(planAllSplits({first, schema().numSamples}, embargo, times));
+    if (times) {
+      for (Split s : kSplits)
+        info_.splitTimes[static_cast<int>(s)] = times->span(info_.split(s));
+    }
     info_.fingerprint = fingerprint(file, *layout_, index);
+    // Note [Data continuity]: rank 0 writes the checkpoints and compares them with the file.
+    if (rank_ == 0) info_.identityYaml = identityToYaml(identify(file, *layout_, info_));
     checkShardCount();
     order_.emplace(info_.split(Split::kTrain).size(), config_.data.canonicalShards,
                    static_cast<std::uint64_t>(config_.train.seed), config_.train.globalBatch,
@@ -153,6 +163,48 @@ class Loader {
     logPlan(first);
   }
 
+  // By fractions or by time (Note [Splits by time]); a selected period as the test split (Note
+  // [Selected period]).
+  std::array<SampleRange, 3> planAllSplits(SampleRange usable, const NextStart& embargo,
+                                           std::optional<SampleTimes>& times) {
+    const DataConfig& data = config_.data;
+    const PeriodSelection& period = data.period;
+    const bool needsTime =
+        (data.split.byTime() && (!period.active() || !period.split.empty())) || period.active();
+    if (needsTime && !times)
+      throw DataError(
+          schema().path + " has no timestamps (dataset /" +
+              (schema().layout == "panel" ? data.names.time : data.names.timestamps) +
+              "), so it cannot be " +
+              (period.active() ? "cut by --from/--to" : "split by time (data.split.train_until)"),
+          period.active() ? "evaluate a whole split with --split val|test"
+                          : "add the timestamps to the file (docs/data-format.md), or "
+                            "split by data.split.train_fraction/val_fraction/"
+                            "test_fraction");
+    if (period.active() && period.split.empty())
+      return periodSplits(usable, usable, *times, "the file");
+    std::array<SampleRange, 3> splits =
+        data.split.byTime() ? planTimeSplits(usable, data.split, *times, embargo)
+                            : planSplits(usable, data.split, embargo, schema().path);
+    if (!period.active()) return splits;
+    for (Split s : kSplits) {
+      if (period.split == toString(s))
+        return periodSplits(usable, splits[static_cast<int>(s)], *times,
+                            "the " + period.split + " split");
+    }
+    throw ConfigError("--split " + period.split + ": expected train, val or test");
+  }
+
+  std::array<SampleRange, 3> periodSplits(SampleRange usable, SampleRange within,
+                                          SampleTimes& times, const std::string& what) {
+    std::array<SampleRange, 3> splits{};
+    splits[static_cast<int>(Split::kTest)] = selectPeriod(within, config_.data.period, times, what);
+    const std::int64_t shards = std::min(usable.size(), config_.data.canonicalShards);
+    splits[static_cast<int>(Split::kTrain)] = {usable.begin, usable.begin + shards};
+    splits[static_cast<int>(Split::kVal)] = {usable.begin, usable.begin};
+    return splits;
+  }
+
   void fillInfo(const std::array<SampleRange, 3>& splits) {
     info_.layout = schema().layout;
     info_.path = schema().path;
@@ -161,6 +213,8 @@ class Loader {
     layout_->describe(info_);
     info_.canonicalShards = config_.data.canonicalShards;
     info_.hasTimestamps = schema().timestamps.present();
+    info_.timeUnit = config_.data.timeUnit;
+    info_.splitsByTime = config_.data.split.byTime();
   }
 
   void checkShardCount() {
@@ -215,14 +269,14 @@ class Loader {
 
   void logPlan(std::int64_t first) {
     if (rank_ != 0) return;
-    const auto& t = info_.split(Split::kTrain);
-    const auto& v = info_.split(Split::kVal);
-    const auto& e = info_.split(Split::kTest);
     log::get("data").info(
-        "{}: {} layout, {} samples (usable from {}); train [{}, {}) val [{}, {}) test [{}, {}); "
-        "V = {} shards over {} ranks; residency {}",
-        schema().path, info_.layout, schema().numSamples, first, t.begin, t.end, v.begin, v.end,
-        e.begin, e.end, info_.canonicalShards, world_, residencyName(residency_));
+        "{}: {} layout, {} samples (usable from {}); V = {} shards over {} ranks; residency {}",
+        schema().path, info_.layout, schema().numSamples, first, info_.canonicalShards, world_,
+        residencyName(residency_));
+    if (config_.data.period.active()) return;  // the command says what it selected
+    const char* how = info_.splitsByTime ? "by time" : "by fractions";
+    for (Split s : kSplits)
+      log::get("data").info("  {:<5} split ({}): {}", toString(s), how, describeSplit(info_, s));
   }
 
   // A rank that read another file would plan other reads and break the collective reads.

@@ -62,17 +62,19 @@ std::string resolveCheckpointPath(const std::string& fileOrRunDir) {
 }
 
 // Names a few entries: "a, b, c, ... (5 more)".
-std::string someNames(const std::vector<std::string>& names) {
-  constexpr std::size_t kShown = 6;
-  std::vector<std::string> shown(names.begin(), names.begin() + std::min(names.size(), kShown));
+constexpr std::size_t kNamesShown = 6;
+
+std::string someNames(const std::vector<std::string>& names, std::size_t limit) {
+  std::vector<std::string> shown(names.begin(), names.begin() + std::min(names.size(), limit));
   std::string text = str::join(shown, ", ");
-  if (names.size() > kShown) text += ", ... (" + std::to_string(names.size() - kShown) + " more)";
+  if (names.size() > limit) text += ", ... (" + std::to_string(names.size() - limit) + " more)";
   return text;
 }
 
 // Copies checkpoint tensors into the model by state_dict name; every name must match both ways.
 // Every mismatch is reported at once, and nothing is copied unless all entries match.
-void loadModelState(model::Model& module, const NamedTensors& saved, const std::string& file) {
+void loadModelState(model::Model& module, const NamedTensors& saved, const std::string& file,
+                    std::size_t namesShown, const std::string& hint) {
   at::NoGradGuard noGrad;
   NamedTensors mine = model::stateDict(module);
   std::set<std::string> aliases, known;
@@ -99,16 +101,16 @@ void loadModelState(model::Model& module, const NamedTensors& saved, const std::
     std::vector<std::string> parts;
     if (!missing.empty())
       parts.push_back("the checkpoint lacks " + std::to_string(missing.size()) +
-                      " of the model's (" + someNames(missing) + ")");
+                      " of the model's (" + someNames(missing, namesShown) + ")");
     if (!unexpected.empty())
       parts.push_back("it has " + std::to_string(unexpected.size()) + " the model does not (" +
-                      someNames(unexpected) + ")");
+                      someNames(unexpected, namesShown) + ")");
     if (!reshaped.empty())
-      parts.push_back(std::to_string(reshaped.size()) + " differ in shape (" + someNames(reshaped) +
-                      ")");
+      parts.push_back(std::to_string(reshaped.size()) + " differ in shape (" +
+                      someNames(reshaped, namesShown) + ")");
     throw CheckpointError(file + ": the parameters and buffers do not match the " + module.kind() +
                               " model: " + str::join(parts, "; "),
-                          kSameModelHint);
+                          hint.empty() ? std::string(kSameModelHint) : hint);
   }
   for (auto& [name, target] : mine) {
     auto found = byName.find(name);
@@ -160,10 +162,10 @@ std::vector<std::string> entryMismatches(const ExpectedTensors& expected,
     if (!expected.tensors.count(name)) unexpected.push_back(name);
   if (!missing.empty())
     parts.push_back("the file lacks " + std::to_string(missing.size()) + " of its tensors (" +
-                    someNames(missing) + ")");
+                    someNames(missing, kNamesShown) + ")");
   if (!unexpected.empty())
     parts.push_back("the file holds " + std::to_string(unexpected.size()) + " it has not (" +
-                    someNames(unexpected) + ")");
+                    someNames(unexpected, kNamesShown) + ")");
   return parts;
 }
 

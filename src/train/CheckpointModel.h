@@ -24,8 +24,10 @@ std::string resolveCheckpointPath(const std::string& fileOrRunDir);
 
 // Copies checkpoint tensors into the model by state_dict name; every name must match both
 // ways (tied aliases such as lm_head.weight may be absent). Throws CheckpointError naming the
-// file and the entry.
-void loadModelState(model::Model& module, const NamedTensors& saved, const std::string& file);
+// file and up to `namesShown` entries of each kind of mismatch, with `hint` (empty: the
+// default); nothing is copied unless every entry matches.
+void loadModelState(model::Model& module, const NamedTensors& saved, const std::string& file,
+                    std::size_t namesShown = 6, const std::string& hint = {});
 
 // Builds the model `config` describes, as a checkpoint at `path` would hold it, refusing (exit 4,
 // HostileCheckpointError) one that needs more memory than the file's tensors could fill (Note

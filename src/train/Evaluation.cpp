@@ -28,6 +28,10 @@
 namespace mb::train {
 namespace {
 
+std::string nameOf(data::Split split, const EvalOptions& options) {
+  return options.name.empty() ? std::string(data::toString(split)) : options.name;
+}
+
 // Every rank's split rows (model::SplitMetrics::splitRows), in rank order: [sum of counts, width]
 // fp64 on the CPU, the same on every rank. Ranks hold different counts, so each pads to the
 // largest.
@@ -111,7 +115,7 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
   const Speaker speaker = findSpeaker(control, count);
   const int world = control.size();
   WorkProgress::Options shown;
-  shown.label = "eval " + std::string(data::toString(split));
+  shown.label = "eval " + nameOf(split, options);
   shown.total = count;
   shown.speaks = control.rank() == speaker.rank;
   shown.mode = options.progress;
@@ -133,7 +137,9 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
   }
   if (options.announceAtOnce) shown.quietSeconds = 0;
   WorkProgress progress(shown);
-  MemoryPhase phase("evaluating the " + std::string(data::toString(split)) + " split");
+  MemoryPhase phase("evaluating the " + (options.name.empty()
+                                             ? std::string(data::toString(split)) + " split"
+                                             : options.name));
   std::int64_t batchSize = options.microBatch;
   // Note [Evaluation batch]: the peak within the budget is the process's, not only LibTorch's.
   // Where the heap the steps keep is more than the room's margin, memory goes back as it is
@@ -198,7 +204,7 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
     return {};
   }
   const double terms = std::max(1.0, t[0] * static_cast<double>(model.termsPerSample()));
-  const std::string prefix = std::string(data::toString(split)) + "_";
+  const std::string prefix = nameOf(split, options) + "_";
   std::map<std::string, double> results{{prefix + "loss", t[1] / terms},
                                         {prefix + "samples", t[0]}};
   for (std::size_t i = 0; i < names.size(); ++i)

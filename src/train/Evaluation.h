@@ -50,6 +50,9 @@ struct EvalOptions {
   // The start line comes at once, before the first batch (`megabatch eval`: a command the user
   // waits on); otherwise after WorkProgress's quiet seconds, so short evaluations stay quiet.
   bool announceAtOnce = false;
+  // What the metrics and progress call the samples ("period" for eval --from/--to: Note
+  // [Selected period]); empty: the split's name.
+  std::string name;
 };
 
 // Collective over `control`: the loss and metrics of `split` over every rank's part, as

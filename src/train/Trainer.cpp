@@ -27,6 +27,7 @@
 #include "dist/Watchdog.h"
 #include "model/Model.h"
 #include "train/Signals.h"
+#include "train/WarmStart.h"
 #include "train/checkpoints/CheckpointDirectory.h"
 #include "train/checkpoints/DurableFile.h"
 #include "train/checkpoints/RunLock.h"
@@ -127,10 +128,13 @@ RunOutcome Trainer::run() {
   warnIfCpuPrecisionIsSlow();  // after the run directory: the warning belongs in train.log
   std::optional<CheckpointContent> resumed = findResumePoint();
   keepStartedOrder(config_, state_, resumed, control());
+  findWarmStart(resumed.has_value());
 
   data_ = data::ShardedData::load(config_, control(), device_);
+  checkDataContinuity(resumed);
   buildModelAndOptimizer();
   carried_ = std::make_unique<CarriedStates>(*model_, *data_, *dataComm_);
+  applyWarmStart();
   restoreFrom(resumed);
   settlePrecision();  // Note [CPU auto precision]
   stopLead_.check(state_.microBatchSeconds, state_.checkpointWriteSeconds);  // a requeued run
@@ -145,6 +149,8 @@ RunOutcome Trainer::run() {
     if (config_.run.tensorboard)  // Note [TensorBoard event files]
       metrics_->alsoWriteTo(std::make_unique<TensorBoardWriter>(
           (fs::path(config_.run.dir) / "tensorboard").string(), state_.step, resolved));
+    recordWarmStart();   // Note [Warm starts]
+    recordDataChange();  // Note [Data continuity]
   }
   trainLog().info(
       "training {} steps ({} per epoch) from step {}: global batch {}, micro batch {} per rank, "

@@ -50,6 +50,7 @@ class PaceWatch;
 class PhaseClock;
 class Schedule;
 class StepChecks;
+struct WarmStart;
 
 // How a run ended (the process exit code follows from it).
 enum class RunOutcome { kFinished, kEarlyStopped, kPreempted, kTooManyBadSteps };
@@ -104,6 +105,14 @@ class Trainer {
   void lockRunDirectory();
   void prepareRunDirectory();
   std::optional<CheckpointContent> findResumePoint();
+  // Note [Warm starts] (WarmStart.cpp): rank 0 reads train.init_from unless the run resumes;
+  // applyWarmStart loads it into the model (and optimizer) before restoreFrom.
+  void findWarmStart(bool resuming);
+  void applyWarmStart();
+  void recordWarmStart();  // rank 0: the "init_from" record of metrics.jsonl
+  // Note [Data continuity] (DataContinuity.cpp): before step 1 of a resume.
+  void checkDataContinuity(const std::optional<CheckpointContent>& resumed);
+  void recordDataChange();  // rank 0: the "data_change" record of an accepted change
   void buildModelAndOptimizer();
   void restoreFrom(std::optional<CheckpointContent>& resumed);
   void planMemory(std::int64_t rssAtStart);  // Note [Memory plan]
@@ -161,6 +170,14 @@ class Trainer {
   std::unique_ptr<PaceWatch> pace_;         // warnings: starved, slow, growing
   std::unique_ptr<StepChecks> checks_;      // Note [Step checks]
   TrainerState state_;
+  // Rank 0: the checkpoint resumed from; the run's origin and the data changes a resume
+  // accepted, carried into every checkpoint (Note [Warm starts], Note [Data continuity]).
+  std::string resumedFrom_;
+  std::string initFromYaml_;
+  std::string dataChanges_;
+  std::string dataChangePending_;         // for metrics.jsonl once it is open
+  std::unique_ptr<WarmStart> warmStart_;  // rank 0, until applied
+  bool warmStarting_ = false;
   StopLeadCheck stopLead_;  // Note [Stop lead time]
   // Note [Evaluation batch]: set by the memory plan; 0 without one (the limit is used).
   std::int64_t evalBatch_ = 0;

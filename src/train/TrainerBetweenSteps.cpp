@@ -306,6 +306,9 @@ CheckpointContent Trainer::snapshot(NamedTensors extra) const {
   content.configYaml = configToYaml(config_);
   content.dataFingerprint = data_->info().fingerprint;
   content.dataInfoYaml = data::modelSpecToYaml(data_->info());
+  content.dataIdentityYaml = data_->info().identityYaml;  // Note [Data continuity]
+  content.dataChanges = dataChanges_;
+  content.initFromYaml = initFromYaml_;  // Note [Warm starts]
   content.lr = nextStepLr();
   content.worldSize = runtime_.size();
   return content;

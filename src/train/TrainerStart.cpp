@@ -131,6 +131,7 @@ void Trainer::settlePrecision() {
     state_.trainedPrecision = precisionCode(precision_);
     state_.autoPrecisionCpu = 0;
     state_.autoPrecisionTrialRatio = 0;
+    state_.autoPrecisionProbeRatio = 0;
     return;
   }
   CpuAutoInputs inputs;
@@ -158,6 +159,7 @@ void Trainer::settlePrecision() {
   state_.trainedPrecision = chosen.trainedPrecision;
   state_.autoPrecisionCpu = chosen.autoPrecisionCpu;
   state_.autoPrecisionTrialRatio = chosen.autoPrecisionTrialRatio;
+  state_.autoPrecisionProbeRatio = chosen.autoPrecisionProbeRatio;
   precision_ = precisionFromCode(state_.trainedPrecision).value_or(DType::kFp32);
   if (isRoot()) trainLog().info("{}", choice.reason);
 }
@@ -201,12 +203,17 @@ std::optional<CheckpointContent> Trainer::findResumePoint() {
         trainLog().info("resuming from {} (step {}, saved on {} ranks)", found->first,
                         found->second.trainer.step, found->second.worldSize);
         resumed = std::move(found->second);
+        resumedFrom_ = found->first;
       }
-      return;
+    } else {
+      resumed = readCheckpointFile(mode);
+      checkConfigDescribesTensors(mode);
+      resumedFrom_ = mode;
+      trainLog().info("resuming from {} (step {})", mode, resumed->trainer.step);
     }
-    resumed = readCheckpointFile(mode);
-    checkConfigDescribesTensors(mode);
-    trainLog().info("resuming from {} (step {})", mode, resumed->trainer.step);
+    if (!resumed) return;
+    initFromYaml_ = resumed->initFromYaml;  // Note [Warm starts]: the origin stays with the run
+    dataChanges_ = resumed->dataChanges;
   });
   // Every rank learns whether training resumes and where it stands (Note [Trainer state
   // table]).

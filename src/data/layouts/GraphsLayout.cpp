@@ -155,6 +155,7 @@ std::vector<std::int64_t> makeView(hid_t file, const FileSchema& s, const Config
 LayoutKind graphsLayoutKind() {
   LayoutKind kind;
   kind.name = kGraphsName;
+  kind.hasTime = false;  // graphs carry no per-sample time
   kind.summary =
       "many small graphs (one sample each) in CSR form: /node_features or /node_type, "
       "/edge_index [2, E], /node_offsets and /edge_offsets [G+1], /label [G] or [G, K]";

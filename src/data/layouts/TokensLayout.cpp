@@ -50,6 +50,7 @@ std::optional<std::string> inspectTokens(hid_t file, const std::vector<ListedDat
 LayoutKind tokensLayoutKind() {
   LayoutKind kind;
   kind.name = kTokensName;
+  kind.hasTime = false;  // tokens carry no per-sample time
   kind.summary = "a token stream: /tokens [T] (attribute vocab_size), context + 1 tokens a sample";
   kind.marker = "/tokens";
   kind.open = TokensLayout::open;

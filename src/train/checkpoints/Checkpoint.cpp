@@ -19,6 +19,7 @@
 #include "common/Log.h"
 #include "common/Strings.h"
 #include "common/TorchCompat.h"
+#include "data/pipeline/DataIdentity.h"
 #include "megabatch/Version.h"
 #include "train/checkpoints/CheckpointVerify.h"
 #include "train/checkpoints/DurableFile.h"
@@ -90,6 +91,13 @@ void writeMeta(hid_t file, const CheckpointContent& c) {
   h5::writeAttribute(g.get(), "optimizer", c.optimizerKind, kCode);
   h5::writeAttribute(g.get(), "optimizer_steps", c.optimizerSteps, kCode);
   h5::writeAttribute(g.get(), "lr", c.lr, kCode);
+  const std::pair<const char*, const std::string*> optional[] = {
+      {"data_identity", &c.dataIdentityYaml},
+      {"data_changes", &c.dataChanges},
+      {"init_from", &c.initFromYaml}};
+  for (const auto& [name, value] : optional) {
+    if (!value->empty()) h5::writeAttribute(g.get(), name, *value, kCode);
+  }
 }
 
 void readMeta(hid_t file, CheckpointContent& c) {
@@ -111,6 +119,12 @@ void readMeta(hid_t file, CheckpointContent& c) {
   c.optimizerKind = h5::readStringAttribute(g.get(), "optimizer", kCode);
   c.optimizerSteps = h5::readIntAttribute(g.get(), "optimizer_steps", kCode);
   c.lr = h5::readDoubleAttribute(g.get(), "lr", kCode);
+  const std::pair<const char*, std::string*> optional[] = {{"data_identity", &c.dataIdentityYaml},
+                                                           {"data_changes", &c.dataChanges},
+                                                           {"init_from", &c.initFromYaml}};
+  for (const auto& [name, value] : optional) {
+    if (h5::hasAttribute(g.get(), name)) *value = h5::readStringAttribute(g.get(), name, kCode);
+  }
 }
 
 // Note [Checkpoints are built in memory]
@@ -346,8 +360,27 @@ std::string describeCheckpoint(const std::string& path) {
       << ", " << c.optimizer.size() << " state tensors\n"
       << "  early stop:   best " << s.bestMetric << " at step " << s.bestStep << ", "
       << s.evalsWithoutImprovement << " evaluations since\n"
-      << "  data:         fingerprint " << c.dataFingerprint << "\n"
-      << "  model:        " << savedModelKind(c.configYaml) << ", " << c.model.size()
+      << "  data:         fingerprint " << c.dataFingerprint << "\n";
+  // Note [Warm starts], Note [Data continuity]
+  if (auto identity = data::identityFromYaml(c.dataIdentityYaml)) {
+    out << "  splits:       " << (identity->splitsByTime ? "by time" : "by fractions") << ", "
+        << identity->samples << " samples\n";
+    const char* names[] = {"train", "val", "test"};
+    for (int s = 0; s < 3; ++s) {
+      const data::TimeSpan& t = identity->splitTimes[s];
+      out << "    " << names[s] << " [" << identity->splits[s].begin << ", "
+          << identity->splits[s].end << ")";
+      if (t.known)
+        out << " " << formatTime(t.first, identity->timeUnit) << " to "
+            << formatTime(t.last, identity->timeUnit);
+      out << "\n";
+    }
+  }
+  if (!c.initFromYaml.empty()) out << "  started from: " << c.initFromYaml << "\n";
+  if (!c.dataChanges.empty())
+    out << "  data changes: accepted by run.allow_data_change:\n    "
+        << str::join(str::split(c.dataChanges, '\n'), "\n    ") << "\n";
+  out << "  model:        " << savedModelKind(c.configYaml) << ", " << c.model.size()
       << " tensors, " << parameters << " values (" << str::humanBytes(static_cast<double>(bytes))
       << ")\n";
   for (const auto& [name, t] : c.model)

@@ -13,7 +13,9 @@
 //   /meta (attributes)                    format_version, config (YAML), world_size,
 //                                         megabatch_version, torch_version, data_fingerprint,
 //                                         data_info (the model-shaping part of the data),
-//                                         saved_at, optimizer, optimizer_steps, lr
+//                                         saved_at, optimizer, optimizer_steps, lr; and where
+//                                         set: data_identity, data_changes, init_from (absent
+//                                         in older files: read as empty)
 // The file uses HDF5's newest format, whose metadata carries checksums; datasets carry
 // Fletcher32. Loading reads every dataset, so a flipped bit or a truncated file is detected.
 // Files are written by Note [Atomic checkpoint writes] (DurableFile.h).
@@ -44,6 +46,12 @@ struct CheckpointContent {
   std::string configYaml;
   std::string dataFingerprint;
   std::string dataInfoYaml;  // data::modelSpecToYaml: rebuilds the model without the data
+  // Note [Data continuity] (data/pipeline/DataIdentity.h): what the run trained on; and the
+  // changes of the data a resume accepted (run.allow_data_change), one YAML record per line.
+  std::string dataIdentityYaml;
+  std::string dataChanges;
+  // Note [Warm starts] (train/WarmStart.h): the checkpoint whose weights the run started from.
+  std::string initFromYaml;
   double lr = 0;
   std::int64_t worldSize = 1;
   // Filled when reading.

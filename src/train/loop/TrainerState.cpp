@@ -28,6 +28,7 @@ const std::vector<TrainerStateField>& trainerStateFields() {
       {"trained_precision", &S::trainedPrecision, nullptr, /*mayBeMissing=*/true},
       {"auto_precision_cpu", &S::autoPrecisionCpu, nullptr, /*mayBeMissing=*/true},
       {"auto_precision_trial_ratio", nullptr, &S::autoPrecisionTrialRatio, /*mayBeMissing=*/true},
+      {"auto_precision_probe_ratio", nullptr, &S::autoPrecisionProbeRatio, /*mayBeMissing=*/true},
   };
   return fields;
 }

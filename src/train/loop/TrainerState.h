@@ -43,10 +43,12 @@ struct TrainerState {
   // Note [CPU auto precision] (train/precision/CpuAutoPrecision.h): the dtype the run trained
   // in (precisionCode: 1 fp32, 2 bf16, 3 fp16; 0 = not recorded, a checkpoint written before),
   // and, where train.precision = auto chose it on a CPU, that CPU (cpuIdentity) and the trial
-  // step's bf16/fp32 time ratio it chose from (0 = no trial ran).
+  // step's bf16/fp32 time ratio it chose from (0 = no trial ran), and the probe's (-1: the CPU
+  // has no bf16 units, so nothing was measured; 0 = not recorded): a resume repeats them.
   std::int64_t trainedPrecision = 0;
   std::int64_t autoPrecisionCpu = 0;
   double autoPrecisionTrialRatio = 0;
+  double autoPrecisionProbeRatio = 0;
 };
 
 struct TrainerStateField {

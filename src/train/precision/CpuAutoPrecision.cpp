@@ -52,6 +52,18 @@ std::string ratioText(double ratio) {
   return fmt::format("{:.2f}x", ratio);
 }
 
+// What the run's start measured, as the resume repeats it: the trial step where one ran, else
+// the probe (a start that decided by the probe alone ran no trial).
+std::string startMeasurement(const TrainerState& state) {
+  if (state.autoPrecisionTrialRatio > 0)
+    return "trial step in bf16: " + ratioText(state.autoPrecisionTrialRatio) + " of fp32's time";
+  if (state.autoPrecisionProbeRatio > 0)
+    return "the probe's product in bf16: " + ratioText(state.autoPrecisionProbeRatio) +
+           " of fp32's time; no trial step ran";
+  if (state.autoPrecisionProbeRatio < 0) return "this CPU has no bf16 units";
+  return "the checkpoint does not record what it measured";
+}
+
 std::string unitsNote(const CpuPrecisionCost& probe) {
   return "this CPU has bf16 units (" + probe.flags + ")";
 }
@@ -211,9 +223,8 @@ PrecisionChoice chooseCpuAuto(TrainerState& state, const CpuAutoInputs& inputs) 
   if (recorded && state.autoPrecisionCpu == identity)
     return {*recorded,
             fmt::format("train.precision = auto: {}, as this run chose on this CPU at its start "
-                        "(trial step in bf16: {} of fp32's time); kept, so that a resume does not "
-                        "change the run's precision",
-                        toString(*recorded), ratioText(state.autoPrecisionTrialRatio))};
+                        "({}); kept, so that a resume does not change the run's precision",
+                        toString(*recorded), startMeasurement(state))};
   CpuAutoEvidence evidence;
   evidence.probe.hasUnits = cpuHasUnitsFor(DType::kBf16, cpuFlags(), &evidence.probe.flags);
   if (evidence.probe.hasUnits) evidence.probe = measureCpuPrecision(DType::kBf16, inputs.width);
@@ -235,6 +246,7 @@ PrecisionChoice chooseCpuAuto(TrainerState& state, const CpuAutoInputs& inputs) 
   state.trainedPrecision = precisionCode(choice.dtype);
   state.autoPrecisionCpu = identity;
   state.autoPrecisionTrialRatio = evidence.trial.ratio();
+  state.autoPrecisionProbeRatio = evidence.probe.hasUnits ? evidence.probe.slowdown() : -1;
   return choice;
 }
 
