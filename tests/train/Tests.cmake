@@ -136,3 +136,9 @@ foreach(case every_scalar_of_metrics_jsonl_is_in_the_event_file a_kill_and_a_res
 endforeach()
 set_tests_properties(py.train.tensorboard.every_scalar_of_metrics_jsonl_is_in_the_event_file
                      PROPERTIES PROCESSORS 2)
+
+# Retraining as data arrives: splits by time, warm starts, the resume's data check, periods.
+foreach(case TimeSplitTest WarmStartTest DataContinuityTest PeriodTest PrecisionResumeTest)
+  string(REGEX REPLACE "Test$" "" short ${case})
+  mb_add_python_test(retraining.${short} train/test_retraining.py ARGS ${case} TIMEOUT 600)
+endforeach()

@@ -222,11 +222,49 @@ TEST(Config, ResolvedYamlRoundTrips) {
   EXPECT_DOUBLE_EQ(again.optim.lr, 0.0125);
   EXPECT_EQ(again.optim.schedule, ScheduleKind::kLinear);
   EXPECT_EQ(again.data.streams.at(0).name, "a");
-  // Every key of the schema appears in the resolved config.
+  // Every key of the schema appears in the resolved config, but the split keys of the way the
+  // run does not split (Note [Splits by time]).
   for (const auto& field : configFields()) {
     std::string leaf = field.key.substr(field.key.rfind('.') + 1);
-    EXPECT_TRUE(contains(yaml, leaf + ":")) << field.key;
+    const bool timeCut = leaf == "train_from" || leaf == "train_until" || leaf == "val_until";
+    EXPECT_EQ(contains(yaml, leaf + ":"), !timeCut) << field.key;
   }
+}
+
+TEST(Config, SplitsByTimeReplaceTheFractionsAndLoadAgain) {
+  const std::string file = "data: {split: {train_fraction: 0.7, val_fraction: 0.2, test_fraction: 0.1}}";
+  Config c = parseConfig(file, "c.yaml", {"data.split.train_until=2024-03-01"}, ConfigOrigin::kUser);
+  EXPECT_TRUE(c.data.split.byTime());
+  const std::string yaml = configToYaml(c);
+  EXPECT_TRUE(contains(yaml, "train_until: 2024-03-01"));
+  EXPECT_FALSE(contains(yaml, "train_fraction"));
+  // the resolved config loads as a user's config file again
+  Config again = parseConfig(yaml, "resolved.yaml", {}, ConfigOrigin::kUser);
+  EXPECT_EQ(again.data.split.trainUntil, "2024-03-01");
+  // a fraction override gives the fractions back
+  Config back = parseConfig(yaml, "resolved.yaml", {"data.split.train_fraction=0.8",
+                                                    "data.split.val_fraction=0.1"},
+                            ConfigOrigin::kUser);
+  EXPECT_FALSE(back.data.split.byTime());
+}
+
+TEST(Config, BothWaysOfSplittingInOnePlaceAreRefused) {
+  auto message = [](const std::string& text, const std::vector<std::string>& overrides) {
+    try {
+      parseConfig(text, "c.yaml", overrides, ConfigOrigin::kUser);
+    } catch (const ConfigError& e) {
+      return e.message();
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_TRUE(contains(message("data: {split: {train_until: 2024-03-01, val_fraction: 0.2}}", {}),
+                       "c.yaml: data.split.train_until and data.split.val_fraction are both set"));
+  EXPECT_TRUE(contains(message("", {"data.split.test_fraction=0.1", "data.split.val_until=2024-03-01",
+                                    "data.split.train_until=2024-01-01"}),
+                       "overrides: data.split.val_until and data.split.test_fraction are both set"));
+  EXPECT_TRUE(contains(message("", {"data.split.train_until=2024-03-01T25:00"}), "time of day"));
+  EXPECT_TRUE(contains(message("", {"train.init_from_optimizer=true"}),
+                       "train.init_from_optimizer = true needs train.init_from"));
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <ATen/core/Tensor.h>
+
 #include "common/Error.h"
 #include "common/Strings.h"
 #include "data/Layout.h"
@@ -22,8 +24,20 @@ std::string hex(std::uint64_t value) {
   return text;
 }
 
+// Per-sample arrays (targets, timestamps, window ends) are hashed whole up to this many rows:
+// an edited target anywhere is seen. Larger ones, and the inputs, by sampled rows.
+constexpr std::int64_t kWholeRows = std::int64_t{1} << 23;
+
 std::string hashOf(hid_t file, const DatasetMeta& d, std::int64_t rows) {
-  return hex(hashSampleRows(file, d, kSeed, rows, kHashedRows));
+  const std::int64_t bounded = rows < 0 ? d.info.rows() : std::min(rows, d.info.rows());
+  if (d.info.dims.size() != 1 || bounded > kWholeRows)
+    return hex(hashSampleRows(file, d, kSeed, bounded, kHashedRows));
+  h5::Handle dataset = h5::openDataset(file, d.path, ExitCode::kData);
+  const at::Tensor all = h5::readRows(dataset.get(), 0, bounded,
+                                      h5::naturalScalarType(d.info, ExitCode::kData, d.path),
+                                      ExitCode::kData, d.path);
+  return hex(hashBytes(all.data_ptr(), static_cast<std::size_t>(all.numel() * all.element_size()),
+                       kSeed));
 }
 
 const char* const kSplitNames[] = {"train", "val", "test"};

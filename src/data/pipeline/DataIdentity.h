@@ -3,13 +3,14 @@
 // A checkpoint records what its run trained on (the identity below, /meta data_identity), so
 // that a resume can tell "the same file" from "the same file with rows appended" from "another
 // file". Per content dataset (the fingerprint's: inputs, targets, timestamps) it keeps the shape,
-// the dtype and a hash of 32 evenly spaced rows; and the samples, the splits and their times.
+// the dtype and a hash: of every value for a per-sample array (targets, timestamps, window ends)
+// of up to 8M rows, else of 32 evenly spaced rows; and the samples, the splits and their times.
 // Against the file configured now:
 //   same      every dataset has its shape and hash;
 //   appended  every dataset has at least its rows, the same trailing shape and dtype, and its
 //             first rows (as many as it had) hash as they did: rows were added at the end;
 //   changed   anything else (a dataset gone, new, reshaped, shrunk, or rewritten).
-// Like the fingerprint, the hash samples rows: an edit between sampled rows is not seen.
+// Where the hash samples rows (the inputs), an edit between sampled rows is not seen.
 // What a resume does with the answer (go on, refuse, or accept knowingly) is the trainer's
 // (train/DataContinuity.h).
 #include <array>
