@@ -102,6 +102,13 @@ class Loader {
     dist::agreed(comm_, "checking the values of " + config_.data.path,
                  [&] { checkLoadedValues(tensors); });
     stats_.checkSeconds = secondsSince(start);
+    // Note [Data continuity]: rank 0 writes the checkpoints and compares them with the file. After
+    // the value checks, so that a bad row is reported by the rank that loaded it.
+    dist::agreed(comm_, "recording what " + config_.data.path + " holds", [&] {
+      if (rank_ != 0) return;
+      h5::Handle again = h5::openFile(config_.data.path, false, ExitCode::kData);
+      info_.identityYaml = identityToYaml(identify(again.get(), *layout_, info_));
+    });
     return build(std::move(tensors));
   }
 
@@ -150,8 +157,6 @@ class Loader {
         info_.splitTimes[static_cast<int>(s)] = times->span(info_.split(s));
     }
     info_.fingerprint = fingerprint(file, *layout_, index);
-    // Note [Data continuity]: rank 0 writes the checkpoints and compares them with the file.
-    if (rank_ == 0) info_.identityYaml = identityToYaml(identify(file, *layout_, info_));
     checkShardCount();
     order_.emplace(info_.split(Split::kTrain).size(), config_.data.canonicalShards,
                    static_cast<std::uint64_t>(config_.train.seed), config_.train.globalBatch,
@@ -269,14 +274,17 @@ class Loader {
 
   void logPlan(std::int64_t first) {
     if (rank_ != 0) return;
+    const bool period = config_.data.period.active();  // the command says what it selected
     log::get("data").info(
-        "{}: {} layout, {} samples (usable from {}); V = {} shards over {} ranks; residency {}",
+        "{}: {} layout, {} samples (usable from {}); V = {} shards over {} ranks; residency {}{}",
         schema().path, info_.layout, schema().numSamples, first, info_.canonicalShards, world_,
-        residencyName(residency_));
-    if (config_.data.period.active()) return;  // the command says what it selected
-    const char* how = info_.splitsByTime ? "by time" : "by fractions";
+        residencyName(residency_),
+        period               ? ""
+        : info_.splitsByTime ? "; splits by time:"
+                             : "; splits by fractions:");
+    if (period) return;
     for (Split s : kSplits)
-      log::get("data").info("  {:<5} split ({}): {}", toString(s), how, describeSplit(info_, s));
+      log::get("data").info("  {:<5} {}", toString(s), describeSplit(info_, s));
   }
 
   // A rank that read another file would plan other reads and break the collective reads.

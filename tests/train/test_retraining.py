@@ -121,6 +121,8 @@ class TimeSplitTest(Shared):
 
     def test_appended_rows_keep_train_and_val_and_grow_test(self):
         small = report_splits(*self.check(*TIME_CUTS))
+        for np_ in (2, 3):  # the same splits on any number of ranks
+            self.assertEqual(report_splits(*self.check(*TIME_CUTS, np_=np_)), small)
         grown = report_splits(*self.check(*TIME_CUTS, data=self.grown))
         self.assertEqual(small[:2], grown[:2])
         self.assertEqual(small[2][0], grown[2][0])
@@ -251,7 +253,7 @@ class WarmStartTest(Shared):
             return f["meta"].attrs[name]
 
     def test_weights_come_from_the_origin_and_the_rest_starts_afresh(self):
-        for np_ in (1, 2):
+        for np_ in (1, 3):
             run = "w%d" % np_
             # lr 1e-30: a step leaves float32 weights as they were, so the run's first checkpoint
             # holds exactly the weights it started from
@@ -333,10 +335,11 @@ class DataContinuityTest(Shared):
         self.assertExit(r, 0)
 
     def test_appended_rows_with_time_splits_resume_on_1_2_and_3_ranks(self):
-        for np_ in (1, 2, 3):
-            run = "grow%d" % np_
-            self.start(*TIME_CUTS, run=run, np_=np_)
-            r = self.train(*TIME_CUTS, "train.max_steps=20", run=run, np_=np_, data=self.grown)
+        # started on one count of ranks, resumed on another: as after a restart on fewer hosts
+        for started, resumed in ((1, 1), (3, 2), (2, 3)):
+            run = "grow%d%d" % (started, resumed)
+            self.start(*TIME_CUTS, run=run, np_=started)
+            r = self.train(*TIME_CUTS, "train.max_steps=20", run=run, np_=resumed, data=self.grown)
             self.assertExit(r, 0, "grew since", "rows appended; the splits by time held train and val",
                             "(+1000)")
             with h5py.File(self.path(run, "checkpoints", "step-00000020.h5"), "r") as f:

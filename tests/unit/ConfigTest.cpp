@@ -232,8 +232,10 @@ TEST(Config, ResolvedYamlRoundTrips) {
 }
 
 TEST(Config, SplitsByTimeReplaceTheFractionsAndLoadAgain) {
-  const std::string file = "data: {split: {train_fraction: 0.7, val_fraction: 0.2, test_fraction: 0.1}}";
-  Config c = parseConfig(file, "c.yaml", {"data.split.train_until=2024-03-01"}, ConfigOrigin::kUser);
+  const std::string file =
+      "data: {split: {train_fraction: 0.7, val_fraction: 0.2, test_fraction: 0.1}}";
+  Config c =
+      parseConfig(file, "c.yaml", {"data.split.train_until=2024-03-01"}, ConfigOrigin::kUser);
   EXPECT_TRUE(c.data.split.byTime());
   const std::string yaml = configToYaml(c);
   EXPECT_TRUE(contains(yaml, "train_until: 2024-03-01"));
@@ -242,8 +244,8 @@ TEST(Config, SplitsByTimeReplaceTheFractionsAndLoadAgain) {
   Config again = parseConfig(yaml, "resolved.yaml", {}, ConfigOrigin::kUser);
   EXPECT_EQ(again.data.split.trainUntil, "2024-03-01");
   // a fraction override gives the fractions back
-  Config back = parseConfig(yaml, "resolved.yaml", {"data.split.train_fraction=0.8",
-                                                    "data.split.val_fraction=0.1"},
+  Config back = parseConfig(yaml, "resolved.yaml",
+                            {"data.split.train_fraction=0.8", "data.split.val_fraction=0.1"},
                             ConfigOrigin::kUser);
   EXPECT_FALSE(back.data.split.byTime());
 }
@@ -259,9 +261,10 @@ TEST(Config, BothWaysOfSplittingInOnePlaceAreRefused) {
   };
   EXPECT_TRUE(contains(message("data: {split: {train_until: 2024-03-01, val_fraction: 0.2}}", {}),
                        "c.yaml: data.split.train_until and data.split.val_fraction are both set"));
-  EXPECT_TRUE(contains(message("", {"data.split.test_fraction=0.1", "data.split.val_until=2024-03-01",
-                                    "data.split.train_until=2024-01-01"}),
-                       "overrides: data.split.val_until and data.split.test_fraction are both set"));
+  EXPECT_TRUE(
+      contains(message("", {"data.split.test_fraction=0.1", "data.split.val_until=2024-03-01",
+                            "data.split.train_until=2024-01-01"}),
+               "overrides: data.split.val_until and data.split.test_fraction are both set"));
   EXPECT_TRUE(contains(message("", {"data.split.train_until=2024-03-01T25:00"}), "time of day"));
   EXPECT_TRUE(contains(message("", {"train.init_from_optimizer=true"}),
                        "train.init_from_optimizer = true needs train.init_from"));

@@ -33,11 +33,11 @@ std::string hashOf(hid_t file, const DatasetMeta& d, std::int64_t rows) {
   if (d.info.dims.size() != 1 || bounded > kWholeRows)
     return hex(hashSampleRows(file, d, kSeed, bounded, kHashedRows));
   h5::Handle dataset = h5::openDataset(file, d.path, ExitCode::kData);
-  const at::Tensor all = h5::readRows(dataset.get(), 0, bounded,
-                                      h5::naturalScalarType(d.info, ExitCode::kData, d.path),
-                                      ExitCode::kData, d.path);
-  return hex(hashBytes(all.data_ptr(), static_cast<std::size_t>(all.numel() * all.element_size()),
-                       kSeed));
+  const at::Tensor all =
+      h5::readRows(dataset.get(), 0, bounded,
+                   h5::naturalScalarType(d.info, ExitCode::kData, d.path), ExitCode::kData, d.path);
+  return hex(
+      hashBytes(all.data_ptr(), static_cast<std::size_t>(all.numel() * all.element_size()), kSeed));
 }
 
 const char* const kSplitNames[] = {"train", "val", "test"};
