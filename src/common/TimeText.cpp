@@ -178,6 +178,11 @@ const char* timeUnitName(TimeUnit unit) {
 
 std::optional<std::int64_t> parseTimeText(const std::string& text, TimeUnit unit,
                                           std::string* problem) {
+  // No time is longer; the bound also keeps std::regex (recursive) off long inputs.
+  constexpr std::size_t kLongest = 48;
+  if (text.size() > kLongest)
+    return fail(problem, "'" + text.substr(0, kLongest) +
+                             "...' is too long for a time (an ISO-8601 date or a number)");
   static const std::regex kInteger(R"(^[+-]?\d+$)");
   if (std::regex_match(text, kInteger)) return parseInteger(text, problem);
   DateTime t;

@@ -177,10 +177,12 @@ class TimeSplitTest(Shared):
                         "data.split.train_until=2024-01-05"])
         self.assertExit(r, 3, "has no timestamps (dataset /timestamps)", "split by time",
                         "data.split.train_fraction")
-        text = "data: {path: x.h5, layout: tokens}\nmodel: {kind: gpt}\n"
-        r = mbtest.run(["train", "--config", self.write("t.yaml", text),
-                        "data.split.train_until=2024-01-05", "--print-config"])
-        self.assertExit(r, 2, "data.layout = tokens has no timestamps", "data.split.train_fraction")
+        for layout, kind in (("tokens", "gpt"), ("graphs", "gnn")):
+            text = "data: {path: x.h5, layout: %s}\nmodel: {kind: %s}\n" % (layout, kind)
+            r = mbtest.run(["train", "--config", self.write("t.yaml", text),
+                            "data.split.train_until=2024-01-05", "--print-config"])
+            self.assertExit(r, 2, "data.layout = %s has no timestamps" % layout,
+                            "data.split.train_fraction")
 
     def test_time_units_and_date_forms(self):
         days = np.arange(19700, 19900)  # 2023-12-09 onward, one sample a day
