@@ -176,6 +176,14 @@ const char* timeUnitName(TimeUnit unit) {
   return "?";
 }
 
+std::optional<TimeUnit> timeUnitNamed(const std::string& name) {
+  for (TimeUnit unit : {TimeUnit::kSeconds, TimeUnit::kMillis, TimeUnit::kMicros, TimeUnit::kNanos,
+                        TimeUnit::kDays, TimeUnit::kYyyymmdd}) {
+    if (name == timeUnitName(unit)) return unit;
+  }
+  return std::nullopt;
+}
+
 std::optional<std::int64_t> parseTimeText(const std::string& text, TimeUnit unit,
                                           std::string* problem) {
   // No time is longer; the bound also keeps std::regex (recursive) off long inputs.

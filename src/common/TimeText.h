@@ -16,8 +16,9 @@ namespace mb {
 
 enum class TimeUnit { kSeconds, kMillis, kMicros, kNanos, kDays, kYyyymmdd };
 
-// The unit's name as data.time_unit writes it ("s", "days", ...).
+// The unit's name as data.time_unit writes it ("s", "days", ...), and back (nullopt: none).
 const char* timeUnitName(TimeUnit unit);
+std::optional<TimeUnit> timeUnitNamed(const std::string& name);
 
 // `text` as a timestamp in `unit`, or nullopt with `problem` saying what is wrong with it.
 std::optional<std::int64_t> parseTimeText(const std::string& text, TimeUnit unit,

@@ -19,15 +19,16 @@ const char* toString(Split split) {
   return "?";
 }
 
-std::string describeSplit(const DataInfo& info, Split split) {
-  const SampleRange& range = info.split(split);
+std::string describeRange(const SampleRange& range, const TimeSpan& times, TimeUnit unit) {
   std::string text = "[" + std::to_string(range.begin) + ", " + std::to_string(range.end) +
                      "): " + std::to_string(range.size()) + " samples";
-  const TimeSpan& times = info.splitTimes[static_cast<int>(split)];
   if (times.known)
-    text += ", " + formatTime(times.first, info.timeUnit) + " to " +
-            formatTime(times.last, info.timeUnit);
+    text += ", " + formatTime(times.first, unit) + " to " + formatTime(times.last, unit);
   return text;
+}
+
+std::string describeSplit(const DataInfo& info, Split split) {
+  return describeRange(info.split(split), info.splitTimes[static_cast<int>(split)], info.timeUnit);
 }
 
 std::string modelSpecToYaml(const DataInfo& info) {

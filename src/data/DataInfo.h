@@ -65,7 +65,9 @@ struct DataInfo {
 };
 
 // "[480, 79803): 79323 samples, 2020-01-01T08:01:00Z to 2020-02-25T10:00:00Z" (the times where
-// the file has them).
+// they are known).
+std::string describeRange(const SampleRange& range, const TimeSpan& times, TimeUnit unit);
+// describeRange of a split of `info`.
 std::string describeSplit(const DataInfo& info, Split split);
 
 // The part of DataInfo a model's shape depends on (layout, inputs, targets, classes, vocab), as

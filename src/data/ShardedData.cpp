@@ -174,9 +174,7 @@ class Loader {
                                            std::optional<SampleTimes>& times) {
     const DataConfig& data = config_.data;
     const PeriodSelection& period = data.period;
-    const bool needsTime =
-        (data.split.byTime() && (!period.active() || !period.split.empty())) || period.active();
-    if (needsTime && !times)
+    if ((data.split.byTime() || period.active()) && !times)
       throw DataError(
           schema().path + " has no timestamps (dataset /" +
               (schema().layout == "panel" ? data.names.time : data.names.timestamps) +

@@ -14,15 +14,6 @@
 namespace mb::train {
 namespace {
 
-const char* const kSplitNames[] = {"train", "val", "test"};
-
-std::string rangeText(const data::SampleRange& range, const data::TimeSpan& times, TimeUnit unit) {
-  std::string text = "[" + std::to_string(range.begin) + ", " + std::to_string(range.end) + ")";
-  if (times.known)
-    text += " (" + formatTime(times.first, unit) + " to " + formatTime(times.last, unit) + ")";
-  return text;
-}
-
 // "train [480, 79803) -> [480, 87898) (...)" for each split that moved; "" when none did.
 std::string movedSplits(const data::DataIdentity& before, const data::DataIdentity& now) {
   std::vector<std::string> moved;
@@ -30,9 +21,9 @@ std::string movedSplits(const data::DataIdentity& before, const data::DataIdenti
     const auto& a = before.splits[s];
     const auto& b = now.splits[s];
     if (a.begin == b.begin && a.end == b.end) continue;
-    moved.push_back(std::string(kSplitNames[s]) + " " +
-                    rangeText(a, before.splitTimes[s], before.timeUnit) + " -> " +
-                    rangeText(b, now.splitTimes[s], now.timeUnit));
+    moved.push_back(std::string(data::toString(static_cast<data::Split>(s))) + " " +
+                    data::describeRange(a, before.splitTimes[s], before.timeUnit) + " -> " +
+                    data::describeRange(b, now.splitTimes[s], now.timeUnit));
   }
   return str::join(moved, ", ");
 }
@@ -88,12 +79,13 @@ DataContinuity judgeDataContinuity(const CheckpointContent& resumed, const std::
   if (change.kind == data::DataChange::Kind::kSame && held) return {};
   if (change.kind == data::DataChange::Kind::kAppended && held) {
     DataContinuity result;
-    result.line = config.data.path + " grew since " + checkpoint + ": " + samples + " (+" +
-                  std::to_string(current->samples - before->samples) +
-                  "), rows appended; the splits by time held train and val, " +
-                  (movedSplits(*before, *current).empty()
-                       ? std::string("and test")
-                       : "and test is now " + rangeText(current->splits[2], current->splitTimes[2],
+    result.line =
+        config.data.path + " grew since " + checkpoint + ": " + samples + " (+" +
+        std::to_string(current->samples - before->samples) +
+        "), rows appended; the splits by time held train and val, " +
+        (movedSplits(*before, *current).empty()
+             ? std::string("and test")
+             : "and test is now " + data::describeRange(current->splits[2], current->splitTimes[2],
                                                         current->timeUnit));
     return result;
   }

@@ -382,7 +382,10 @@ mb::Config makeConfig(Choices& in, const std::string& path) {
   static const double kSplits[][3] = {
       {0.8, 0.1, 0.1}, {1.0, 0, 0}, {0.5, 0.25, 0.25}, {0.34, 0.33, 0.33}};
   const double* split = kSplits[in.pick(4)];
-  c.data.split = {split[0], split[1], split[2], std::vector<std::int64_t>{-1, 0, 3}[in.pick(3)]};
+  c.data.split.trainFraction = split[0];
+  c.data.split.valFraction = split[1];
+  c.data.split.testFraction = split[2];
+  c.data.split.embargo = std::vector<std::int64_t>{-1, 0, 3}[in.pick(3)];
   int residency = in.pick(3);
   c.data.residency = residency == 2 ? mb::Residency::kStream : mb::Residency::kHost;
   c.data.hostMmap = residency == 0;

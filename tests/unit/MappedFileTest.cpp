@@ -58,7 +58,10 @@ TEST_F(MappedFile, MisalignedLabelsLoadAsTheFileHoldsThem) {
   config.data.hostMmap = true;
   config.data.residency = Residency::kHost;
   config.data.canonicalShards = 2;
-  config.data.split = {0.5, 0.25, 0.25, 0};
+  config.data.split.trainFraction = 0.5;
+  config.data.split.valFraction = 0.25;
+  config.data.split.testFraction = 0.25;
+  config.data.split.embargo = 0;
   config.model.task = Task::kClassification;
   config.train.globalBatch = 4;
   dist::SingleCommunicator comm;

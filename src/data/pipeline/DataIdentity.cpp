@@ -40,16 +40,6 @@ std::string hashOf(hid_t file, const DatasetMeta& d, std::int64_t rows) {
       hashBytes(all.data_ptr(), static_cast<std::size_t>(all.numel() * all.element_size()), kSeed));
 }
 
-const char* const kSplitNames[] = {"train", "val", "test"};
-
-std::optional<TimeUnit> unitNamed(const std::string& name) {
-  for (TimeUnit unit : {TimeUnit::kSeconds, TimeUnit::kMillis, TimeUnit::kMicros, TimeUnit::kNanos,
-                        TimeUnit::kDays, TimeUnit::kYyyymmdd}) {
-    if (name == timeUnitName(unit)) return unit;
-  }
-  return std::nullopt;
-}
-
 // One dataset of `before` against the file now; appends to `change`.
 void compareDataset(const DatasetIdentity& old, const DatasetIdentity* now, hid_t file,
                     DataChange& change) {
@@ -123,9 +113,9 @@ std::string identityToYaml(const DataIdentity& identity) {
   out << YAML::Key << "splits" << YAML::Value << YAML::BeginMap;
   for (int s = 0; s < 3; ++s) {
     const TimeSpan& t = identity.splitTimes[s];
-    out << YAML::Key << kSplitNames[s] << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
-        << "begin" << YAML::Value << identity.splits[s].begin << YAML::Key << "end" << YAML::Value
-        << identity.splits[s].end;
+    out << YAML::Key << toString(static_cast<Split>(s)) << YAML::Value << YAML::Flow
+        << YAML::BeginMap << YAML::Key << "begin" << YAML::Value << identity.splits[s].begin
+        << YAML::Key << "end" << YAML::Value << identity.splits[s].end;
     if (t.known)
       out << YAML::Key << "first_time" << YAML::Value << t.first << YAML::Key << "last_time"
           << YAML::Value << t.last;
@@ -148,9 +138,10 @@ std::optional<DataIdentity> identityFromYaml(const std::string& text) {
     DataIdentity identity;
     identity.samples = root["samples"].as<std::int64_t>();
     identity.splitsByTime = root["splits_by_time"].as<bool>();
-    identity.timeUnit = unitNamed(root["time_unit"].as<std::string>()).value_or(TimeUnit::kSeconds);
+    identity.timeUnit =
+        timeUnitNamed(root["time_unit"].as<std::string>()).value_or(TimeUnit::kSeconds);
     for (int s = 0; s < 3; ++s) {
-      const YAML::Node split = root["splits"][kSplitNames[s]];
+      const YAML::Node split = root["splits"][toString(static_cast<Split>(s))];
       identity.splits[s] = {split["begin"].as<std::int64_t>(), split["end"].as<std::int64_t>()};
       if (split["first_time"])
         identity.splitTimes[s] = {split["first_time"].as<std::int64_t>(),

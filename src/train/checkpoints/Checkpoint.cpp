@@ -365,16 +365,10 @@ std::string describeCheckpoint(const std::string& path) {
   if (auto identity = data::identityFromYaml(c.dataIdentityYaml)) {
     out << "  splits:       " << (identity->splitsByTime ? "by time" : "by fractions") << ", "
         << identity->samples << " samples\n";
-    const char* names[] = {"train", "val", "test"};
-    for (int s = 0; s < 3; ++s) {
-      const data::TimeSpan& t = identity->splitTimes[s];
-      out << "    " << names[s] << " [" << identity->splits[s].begin << ", "
-          << identity->splits[s].end << ")";
-      if (t.known)
-        out << " " << formatTime(t.first, identity->timeUnit) << " to "
-            << formatTime(t.last, identity->timeUnit);
-      out << "\n";
-    }
+    for (int s = 0; s < 3; ++s)
+      out << "    " << data::toString(static_cast<data::Split>(s)) << " "
+          << data::describeRange(identity->splits[s], identity->splitTimes[s], identity->timeUnit)
+          << "\n";
   }
   if (!c.initFromYaml.empty()) out << "  started from: " << c.initFromYaml << "\n";
   if (!c.dataChanges.empty())
