@@ -70,8 +70,6 @@ $mb plot "$run_dir"
 echo "== evaluation of the final checkpoint on the test split"
 eval_out=$($mb eval --checkpoint "$run_dir" --split test)
 echo "$eval_out"
-echo "== what a model must beat on this data (val MSE of the naive forecasts):"
-$mb inspect data/demo.h5 | grep -E "baseline_(mean|last_value)_val_mse" || true
 echo
 echo "== result: $run_dir"
 ls -la "$run_dir" "$run_dir/checkpoints"
@@ -89,6 +87,9 @@ demo_fail() {
   demo_fail "$run_dir/curves.png is not a PNG file"
 grep -qE '^ +test_loss +[0-9.eE+-]+$' <<<"$eval_out" ||
   demo_fail "megabatch eval printed no test_loss for $run_dir (its output is above)"
-echo "== demo checked: $run_dir/curves.png is a PNG, and the evaluation printed test_loss"
+grep -qE '^ +zero forecast +mse [0-9.eE+-]+ +skill' <<<"$eval_out" ||
+  demo_fail "megabatch eval printed no baselines for $run_dir (its output is above)"
+echo "== demo checked: $run_dir/curves.png is a PNG, and the evaluation printed test_loss and" \
+  "the baselines it beats or not"
 echo "== the demo took $(($(date +%s) - demo_start)) s: setup $((setup_end - demo_start)) s$rest_note," \
   "build $((build_end - setup_end)) s, training $((train_end - start)) s"

@@ -66,13 +66,17 @@ const std::vector<CommandSpec>& commands() {
        kTorchScriptNote},
       {"eval",
        "megabatch eval --checkpoint CKPT [--data FILE] [--split val|test] [--from T] [--to T] "
-       "[--batch N] [--memory-budget-mb MB] [--max-samples N] [--precision P] [--out FILE.json]",
-       "loss and metrics of a checkpoint on the val or test split, or on a period",
+       "[--by day|week|month|quarter|year] [--batch N] [--memory-budget-mb MB] "
+       "[--max-samples N] [--precision P] [--out FILE.json|FILE.csv]",
+       "loss, metrics and baselines of a checkpoint on the val or test split, or on a period",
        {{"checkpoint", true, "checkpoint file or run directory"},
         {"data", true, "data file (default: the one the run trained on)"},
         {"split", true, "val or test (default val; with --from/--to: the period within it)"},
         {"from", true, kFromHelp},
         {"to", true, kToHelp},
+        {"by", true,
+         "also judge each calendar period (day, week, month, quarter or year) of the samples' "
+         "timestamps alone: one row a period"},
         {"batch", true,
          "samples per forward pass per rank (default: the largest up to 256 on the CPU, the "
          "training micro-batch on a GPU, that fits the memory budget)"},
@@ -80,7 +84,7 @@ const std::vector<CommandSpec>& commands() {
          "memory per rank the evaluation may use (default: 90% of what is available)"},
         {"max-samples", true, "evaluate at most this many samples per rank (default: all)"},
         {"precision", true, kPrecisionHelp},
-        {"out", true, "also write the metrics as JSON here"}},
+        {"out", true, "also write the metrics as JSON here; with --by, the table as CSV"}},
        true,
        runEval,
        kTorchScriptNote},
@@ -178,12 +182,14 @@ const std::vector<CommandSpec>& commands() {
        true,
        runInspect},
       {"plot",
-       "megabatch plot RUN_DIR [RUN_DIR ...] [--out FILE.png]",
+       "megabatch plot RUN_DIR [RUN_DIR ...] [--out FILE.png] | megabatch plot PREDICTIONS.h5 "
+       "[--out FILE.png]",
        "render loss, lr and throughput curves of a run to a PNG; of several runs, or of a "
-       "folder of runs (a sweep's), in one PNG",
+       "folder of runs (a sweep's), in one PNG; of a file megabatch predict wrote, its "
+       "predictions against the targets",
        {{"out", true,
          "PNG path (default RUN_DIR/curves.png; FOLDER/runs.png for a folder of runs; runs.png "
-         "for several)"}},
+         "for several; P.png for P.h5)"}},
        true,
        runPlot},
       {"export",

@@ -6,11 +6,16 @@
 // --precision overrides the default precision (Note [Precision of a new run]).
 #include <cstdio>
 #include <fstream>
+#include <mutex>
+#include <optional>
+
+#include <fmt/format.h>
 
 #include <torch/cuda.h>
 
 #include "app/Cli.h"
 #include "common/Error.h"
+#include "common/Hdf5.h"
 #include "common/Log.h"
 #include "data/ShardedData.h"
 #include "dist/Agreement.h"
@@ -19,6 +24,8 @@
 #include "model/ModelRegistry.h"
 #include "train/CheckpointModel.h"
 #include "train/Evaluation.h"
+#include "train/judge/Forecasts.h"
+#include "train/judge/PeriodTable.h"
 #include "train/memory/EvalBatch.h"
 #include "train/precision/Precision.h"
 #include "train/watch/Metrics.h"
@@ -76,6 +83,73 @@ void chooseBatch(const ParsedArgs& args, const Config& config, model::Model& mod
   if (runtime.rank() == 0) log::get("app").info("eval {}", batch.line);
 }
 
+std::optional<train::Period> parseBy(const ParsedArgs& args) {
+  if (!args.has("by")) return std::nullopt;
+  std::optional<train::Period> period = train::periodNamed(args.get("by"));
+  if (!period)
+    throw ConfigError("--by " + args.get("by") + ": expected day, week, month, quarter or year");
+  return period;
+}
+
+// Note [Results by period] needs a time for every sample, and predictions to judge.
+void requireJudgeableByPeriod(const data::DataInfo& info, train::ForecastKind kind,
+                              const Config& config, const std::string& checkpoint) {
+  if (model::modelKind(config.model.kind).languageModel || kind == train::ForecastKind::kNone)
+    throw ConfigError("--by judges predictions period by period, and " + checkpoint + " (" +
+                          config.model.kind + " on data.layout = " + config.data.layout +
+                          ") makes none to judge: a language model predicts tokens",
+                      "leave out --by; eval reports the loss and accuracy of the split");
+  if (!info.hasTimestamps)
+    throw DataError(info.path + " has no /" + config.data.names.timestamps +
+                        " dataset, so its samples cannot be grouped by " +
+                        std::string("period (--by)"),
+                    "write each sample's time to /" + config.data.names.timestamps +
+                        " (docs/data-format.md), or leave out --by");
+}
+
+std::vector<std::int64_t> timesOfRows(const Config& config, const at::Tensor& rows) {
+  std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
+  h5::Handle file = h5::openFile(config.data.path, false, ExitCode::kData);
+  at::Tensor all =
+      h5::readTensor(file.get(), config.data.names.timestamps, ExitCode::kData, at::kLong);
+  at::Tensor times =
+      all.index_select(0, rows.select(1, train::kRowSample).to(at::kLong)).contiguous();
+  return {times.data_ptr<std::int64_t>(), times.data_ptr<std::int64_t>() + times.numel()};
+}
+
+// Note [Baselines], beside the model's own score.
+void printBaselines(const std::map<std::string, double>& metrics, const std::string& prefix,
+                    const data::DataInfo& info) {
+  const auto value = [&](const std::string& name) -> std::optional<double> {
+    auto it = metrics.find(prefix + name);
+    return it == metrics.end() ? std::nullopt : std::optional<double>(it->second);
+  };
+  struct Shown {
+    std::string name, metric, words;
+  };
+  std::string mean = "train mean";
+  if (info.trainTargetMean.size() == 1) mean += fmt::format(" ({:.4g})", info.trainTargetMean[0]);
+  const std::vector<Shown> shown{
+      {"zero", "mse", "zero forecast"},
+      {"mean", "mse", mean},
+      {"last", "mse", fmt::format("last known target ({} ahead)", info.horizon)},
+      {"majority", "accuracy", "majority class"},
+      {"prior", "log_loss", "class frequencies"}};
+  std::string lines;
+  for (const auto& s : shown) {
+    const std::optional<double> score = value("baseline_" + s.name + "_" + s.metric);
+    if (!score) continue;
+    const std::optional<double> skill = value("baseline_" + s.name + "_skill");
+    lines += fmt::format("    {:<32} {} {:<10.6g}", s.words, s.metric, *score);
+    if (skill) lines += fmt::format(" skill {:+.4f}", *skill);
+    lines += "\n";
+  }
+  if (lines.empty()) return;
+  std::printf(
+      "  baselines on the same samples (skill = 1 - model/baseline; above 0 beats it%s):\n%s",
+      value("baseline_majority_accuracy") ? ", on the error rate for accuracy" : "", lines.c_str());
+}
+
 }  // namespace
 
 std::string describePeriod(const PeriodSelection& period, const data::DataInfo& info) {
@@ -104,6 +178,7 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
     throw ConfigError(
         "megabatch eval needs --checkpoint CKPT (a checkpoint file or a run directory)");
   const bool period = args.has("from") || args.has("to");
+  const std::optional<train::Period> by = parseBy(args);
   // Note [Selected period]: the period is loaded as the test split.
   const data::Split split = period ? data::Split::kTest : parseSplit(args.get("split", "val"));
   if (period && args.has("split")) parseSplit(args.get("split"));  // val or test, as without
@@ -125,6 +200,14 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
   });
 
   train::EvalOptions options;
+  options.task = config.model.task;
+  options.keepForecastRows = by.has_value();
+  if (by) {
+    dist::agreed(runtime.control(), "checking --by", [&] {
+      requireJudgeableByPeriod(data->info(), train::forecastKind(data->info(), config.model.task),
+                               config, run.path);
+    });
+  }
   options.maxSamplesPerRank = args.getInt("max-samples", 0);
   if (args.has("batch") && args.getInt("batch", 0) < 1) throw ConfigError("--batch must be >= 1");
   if (options.maxSamplesPerRank < 0) throw ConfigError("--max-samples must be >= 0 (0 = all)");
@@ -168,9 +251,11 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
     record.add("split", data::toString(split));
   }
   for (const auto& [name, value] : metrics) {
-    std::printf("  %-22s %.6g\n", name.c_str(), value);
     record.add(name, value);
+    if (!train::isBaselineName(name.substr(prefix.size())))
+      std::printf("  %-22s %.6g\n", name.c_str(), value);
   }
+  printBaselines(metrics, prefix, data->info());
   if (exact) {
     std::printf("  exact match on %lld held-out problems: %.2f%%\n",
                 static_cast<long long>(exact->overall.total), 100.0 * exact->overall.accuracy());
@@ -184,9 +269,20 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
     for (const auto& mistake : exact->mistakes)
       std::printf("    e.g. %s\n", mistake.c_str());
   }
+  std::string table;
+  if (by) {
+    const train::ForecastKind kind = train::forecastKind(data->info(), config.model.task);
+    const std::vector<train::PeriodRow> rows = train::resultsByPeriod(
+        kind, options.forecastRows, timesOfRows(config, options.forecastRows),
+        data->info().timeUnit, *by, data->info(),
+        train::lastKnownTargets(options.forecastRows, data->info()));
+    std::printf("  by %s:\n%s", train::periodName(*by),
+                train::periodTableText(rows, kind, *by).c_str());
+    table = train::periodTableCsv(rows);
+  }
   if (args.has("out")) {
     std::ofstream out(args.get("out"));
-    out << record.str() << "\n";
+    out << (by ? table : record.str() + "\n");
     if (!out) throw RuntimeError("cannot write " + args.get("out"));
   }
   return 0;

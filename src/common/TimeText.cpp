@@ -247,4 +247,25 @@ std::string formatTime(std::int64_t value, TimeUnit unit) {
   return text + "Z";
 }
 
+std::optional<std::int64_t> dayOfTime(std::int64_t value, TimeUnit unit) {
+  if (unit == TimeUnit::kDays) return value;
+  if (unit == TimeUnit::kYyyymmdd) {
+    const Civil c{value / 10000, value / 100 % 100, value % 100};
+    if (value < 0 || c.month < 1 || c.month > 12 || c.day < 1 ||
+        c.day > daysInMonth(c.year, c.month))
+      return std::nullopt;
+    return daysFromCivil(c.year, c.month, c.day);
+  }
+  return floorDiv(floorDiv(value, ticksPerSecond(unit)), kSecondsPerDay);
+}
+
+CalendarDate calendarDate(std::int64_t daysSinceEpoch) {
+  const Civil c = civilFromDays(daysSinceEpoch);
+  return {c.year, c.month, c.day};
+}
+
+std::string formatDay(std::int64_t daysSinceEpoch) {
+  return dateText(civilFromDays(daysSinceEpoch));
+}
+
 }  // namespace mb

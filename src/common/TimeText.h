@@ -30,4 +30,15 @@ std::optional<std::int64_t> parseTimeText(const std::string& text, TimeUnit unit
 // 20241399) is written as the plain number.
 std::string formatTime(std::int64_t value, TimeUnit unit);
 
+// The UTC calendar day of a timestamp in `unit`, as days since 1970-01-01; nullopt for a
+// yyyymmdd value that is no date.
+std::optional<std::int64_t> dayOfTime(std::int64_t value, TimeUnit unit);
+// Year, month (1-12) and day (1-31) of a day counted since 1970-01-01.
+struct CalendarDate {
+  std::int64_t year = 1970, month = 1, day = 1;
+};
+CalendarDate calendarDate(std::int64_t daysSinceEpoch);
+// "2024-03-01"
+std::string formatDay(std::int64_t daysSinceEpoch);
+
 }  // namespace mb

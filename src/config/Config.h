@@ -105,10 +105,13 @@ struct DataConfig {
   bool shuffle = true;
   SplitConfig split;
   TimeUnit timeUnit = TimeUnit::kSeconds;  // what the file's /timestamps count
-  PeriodSelection period;                  // not a key: eval and predict --from/--to
-  std::vector<StreamSpec> streams;         // series layout
-  PanelConfig panel;                       // panel layout
-  std::int64_t context = 128;              // tokens layout: a sample is context+1 tokens
+  // Samples between a sample's last row and the row its target describes; 0 = not known. It
+  // widens the default embargo and gives evaluation its last-known-target baseline.
+  std::int64_t horizon = 0;
+  PeriodSelection period;           // not a key: eval and predict --from/--to
+  std::vector<StreamSpec> streams;  // series layout
+  PanelConfig panel;                // panel layout
+  std::int64_t context = 128;       // tokens layout: a sample is context+1 tokens
   DataNames names;
   double memoryFraction = 0.75;  // share of device (or host) memory the resident data may use
   bool hostMmap = true;          // host residency: map uncompressed datasets (zero copy)

@@ -162,6 +162,10 @@ std::vector<ConfigField> buildFields() {
                "what the file's timestamps count: s, ms, us, ns (since 1970-01-01 UTC), days, "
                "or yyyymmdd",
                {"timestamp_unit", "unit"}),
+      MB_FIELD("data.horizon", data.horizon,
+               "samples a target looks ahead of its sample's last row (0 = unknown): widens the "
+               "default embargo, and eval compares with the last known target",
+               {"target_horizon", "lookahead"}),
       MB_FIELD("data.streams", data.streams, "series layout: [{name, window}] per input stream",
                {"timeframes"}),
       MB_FIELD("data.context", data.context,

@@ -121,6 +121,15 @@ Problem timeCutsNeedTime(const Config& c) {
          "data.split.train_fraction, val_fraction and test_fraction";
 }
 
+Problem horizonNeedsTime(const Config& c) {
+  if (c.data.horizon == 0) return std::nullopt;
+  const LayoutRules* layout = findLayoutRules(c.data.layout);
+  if (layout == nullptr || layout->hasTime) return std::nullopt;
+  return "data.layout = " + c.data.layout +
+         " has no time order, so a target cannot look ahead (data.horizon = " +
+         show(c.data.horizon) + "): leave data.horizon at 0";
+}
+
 Problem initFromOptimizerNeedsInitFrom(const Config& c) {
   if (c.train.initFromOptimizer && c.train.initFrom.empty())
     return "train.init_from_optimizer = true needs train.init_from (the run or checkpoint "
@@ -282,7 +291,15 @@ Problem earlyStoppingMetricKnown(const Config& c) {
   const std::string& m = c.train.earlyStopping.metric;
   if (!str::startsWith(m, "val_"))
     return "train.early_stopping.metric = '" + m +
-           "' must be a validation metric: val_loss, val_mse, val_mae, val_accuracy";
+           "' must be a validation metric: val_loss, val_mse, val_mae, val_accuracy, val_ic, "
+           "val_rank_ic, val_hit_rate, val_ic_ratio, val_log_loss";
+  // Note [Forecast metrics]: the ones that grow as the model gets better.
+  for (const char* higher : {"accuracy", "ic", "rank_ic", "hit_rate", "ic_ratio", "f1"}) {
+    if (m == std::string("val_") + higher && c.train.earlyStopping.mode == MetricMode::kMin)
+      return "train.early_stopping.metric = " + m +
+             " is higher for a better model, but train.early_stopping.mode = min would keep "
+             "the worst: set train.early_stopping.mode = max";
+  }
   return std::nullopt;
 }
 
@@ -307,6 +324,7 @@ std::vector<Rule> buildRules() {
       unlessByTime(splitFractionsSumToOne),
       timeCutsReadable,
       minimum("data.split.embargo", MB_GET(data.split.embargo), -1),
+      minimum("data.horizon", MB_GET(data.horizon), 0),
       minimum("data.context", MB_GET(data.context), 1),
       openRange("data.memory_fraction", MB_GET(data.memoryFraction), 0.0, 1.0 + 1e-12),
       minimum("data.memory_budget_mb", MB_GET(data.memoryBudgetMb), 0),
@@ -314,6 +332,7 @@ std::vector<Rule> buildRules() {
       residentDtypeOffered,
       layoutRules,
       timeCutsNeedTime,
+      horizonNeedsTime,
       minimum("model.hidden", MB_GET(model.hidden), 1),
       minimum("model.layers", MB_GET(model.layers), 1),
       minimum("model.heads", MB_GET(model.heads), 1),

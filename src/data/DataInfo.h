@@ -50,13 +50,19 @@ struct DataInfo {
   // With timestamps: each split's first and last time, and what the timestamps count.
   std::array<TimeSpan, 3> splitTimes{};
   TimeUnit timeUnit = TimeUnit::kSeconds;
-  bool splitsByTime = false;  // data.split.train_until (Note [Splits by time])
-  std::string fingerprint;    // identifies the file's content for checkpoints
+  bool splitsByTime = false;   // data.split.train_until (Note [Splits by time])
+  std::int64_t horizon = 0;    // data.horizon: samples a target looks ahead; 0 = unknown
+  std::string targetsDataset;  // where the file keeps the targets (row i: sample i's)
+  std::string fingerprint;     // identifies the file's content for checkpoints
   // Note [Data continuity]: the content, split by split and dataset by dataset, as YAML.
   std::string identityYaml;
   // classification: [classes] labels of each class in the train split (all ranks together);
   // empty when the train split is streamed. For class weights (model.class_weights).
   std::vector<std::int64_t> trainClassCounts;
+  // regression: the mean target of the train split (all ranks together), one per target term
+  // (panel: over present instruments); empty when the train split is streamed. The mean
+  // baseline of evaluation (Note [Baselines]).
+  std::vector<double> trainTargetMean;
   // A per-sample dataset that names the samples ([N] or [N, L] NUL-padded text, e.g. graph
   // ids), copied next to the predictions by `megabatch predict`; empty if none.
   std::string sampleIdDataset;

@@ -114,6 +114,10 @@ class Layout {
   // (Note [Memory plan]). Undefined (the default): every sample takes the same.
   virtual at::Tensor sampleWeights(const std::vector<at::Tensor>& /*store*/) const { return {}; }
 
+  // Which targets of a store hold a value: bool, over the targets' leading dimensions (panel:
+  // [dates, N], the instruments present). Undefined (the default): every one.
+  virtual at::Tensor targetsPresent(const std::vector<at::Tensor>& /*store*/) const { return {}; }
+
  protected:
   explicit Layout(FileSchema schema) : schema_(std::move(schema)) {}
 

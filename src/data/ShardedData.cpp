@@ -148,6 +148,8 @@ class Loader {
     const SplitConfig& split = config_.data.split;
     NextStart embargo =
         split.embargo >= 0 ? fixedGap(split.embargo) : layout_->oneWindowEmbargo(index);
+    if (split.embargo < 0 && config_.data.horizon > 0)
+      embargo = pastTheHorizon(config_.data.horizon, std::move(embargo));
     std::optional<SampleTimes> times;
     if (schema().timestamps.present())
       times.emplace(index, schema().timestamps, config_.data.timeUnit, schema().path);
@@ -218,6 +220,8 @@ class Loader {
     info_.hasTimestamps = schema().timestamps.present();
     info_.timeUnit = config_.data.timeUnit;
     info_.splitsByTime = config_.data.split.byTime();
+    info_.horizon = config_.data.horizon;
+    info_.targetsDataset = schema().targets.path;
   }
 
   void checkShardCount() {
@@ -486,6 +490,8 @@ class Loader {
       if (readsSplit(Split::kTrain))
         info_.trainClassCounts = trainClassCounts(stores[static_cast<int>(Split::kTrain)]);
     }
+    if (!info_.integerTargets && readsSplit(Split::kTrain))
+      info_.trainTargetMean = trainTargetMean(stores[static_cast<int>(Split::kTrain)]);
     ShardRange shards = GlobalOrder::shardsOfRank(order_->numShards(), rank_, world_);
     Store& val = stores[static_cast<int>(Split::kVal)];
     Store& test = stores[static_cast<int>(Split::kTest)];
@@ -537,6 +543,22 @@ class Loader {
     at::Tensor counts = train.labelCounts(info_.numClasses).contiguous();
     comm_.allReduce(counts, dist::ReduceOp::kSum, "data: train labels per class");
     return {counts.data_ptr<std::int64_t>(), counts.data_ptr<std::int64_t>() + counts.numel()};
+  }
+
+  // Note [Baselines]: the mean target per term over every rank's train part.
+  std::vector<double> trainTargetMean(const Store& train) {
+    std::int64_t terms = 1;
+    for (std::int64_t d : info_.targetShape)
+      terms *= d;
+    at::Tensor sums = train.targetSums(terms).contiguous();
+    comm_.allReduce(sums, dist::ReduceOp::kSum, "data: train target sums");
+    std::vector<double> mean;
+    for (std::int64_t k = 0; k < terms; ++k) {
+      const double count = sums[1][k].item<double>();
+      if (count <= 0) return {};
+      mean.push_back(sums[0][k].item<double>() / count);
+    }
+    return mean;
   }
 
   const Config& config_;

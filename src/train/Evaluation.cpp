@@ -20,6 +20,7 @@
 #include "model/Generate.h"
 #include "model/Model.h"
 #include "train/Signals.h"
+#include "train/judge/Forecasts.h"
 #include "train/memory/EvalBatch.h"
 #include "train/memory/MemoryPlan.h"
 #include "train/memory/MicroBatchSearch.h"
@@ -67,13 +68,14 @@ Speaker findSpeaker(dist::Communicator& control, std::int64_t count) {
 struct BatchSums {
   at::Tensor loss;
   model::NamedTensors metrics;
-  at::Tensor rows;  // [B, rowWidth] fp64 on the CPU, or undefined
+  at::Tensor rows;       // [B, rowWidth] fp64 on the CPU, or undefined
+  at::Tensor forecasts;  // Note [Forecast metrics]: [M, kForecastWidth] fp64 on the CPU
 };
 
 // One batch's sums, and its peak bytes (-1 when not counted) in `peak`.
 BatchSums evaluateBatch(model::Model& model, const data::Batch& batch, const c10::Device& device,
                         const EvalOptions& options, model::SplitMetrics* splitMetrics,
-                        std::int64_t& peak) {
+                        ForecastKind forecasts, std::int64_t& peak) {
   std::optional<CpuAllocationScope> cap;  // Note [Evaluation batch]
   const bool counted = options.roomBytes > 0;
   std::int64_t start = 0;
@@ -90,6 +92,7 @@ BatchSums evaluateBatch(model::Model& model, const data::Batch& batch, const c10
     sums.metrics = model.metricSums(output, batch);
     if (splitMetrics != nullptr)
       sums.rows = splitMetrics->splitRows(output, batch).to(at::kCPU, at::kDouble);
+    if (forecasts != ForecastKind::kNone) sums.forecasts = forecastRows(forecasts, output, batch);
   }
   peak = !counted ? -1 : cap ? cap->peakBytes() : devicePeakBytes(device) - start;
   return sums;
@@ -112,6 +115,8 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
   model::SplitMetrics* splitMetrics = model::capability<model::SplitMetrics>(model);
   const std::int64_t rowWidth = splitMetrics != nullptr ? splitMetrics->splitRowWidth() : 0;
   std::vector<at::Tensor> rows;  // per batch [B, rowWidth] on the CPU
+  const ForecastKind forecasts = forecastKind(data.info(), options.task);
+  std::vector<at::Tensor> forecastParts;  // per batch, Note [Forecast metrics]
   const Speaker speaker = findSpeaker(control, count);
   const int world = control.size();
   WorkProgress::Options shown;
@@ -161,8 +166,8 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
     BatchSums done;
     std::int64_t peak = -1;
     try {
-      done =
-          evaluateBatch(model, batch, device, options, rowWidth > 0 ? splitMetrics : nullptr, peak);
+      done = evaluateBatch(model, batch, device, options, rowWidth > 0 ? splitMetrics : nullptr,
+                           forecasts, peak);
     } catch (const std::exception& e) {
       const std::optional<OutOfMemory> oom = asOutOfMemory(e);
       if (!options.batchChosen || end - begin == 1 || !oom) throw;
@@ -180,6 +185,7 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
     for (std::size_t i = 0; i < done.metrics.size() && i < names.size(); ++i)
       sums[static_cast<std::int64_t>(i) + 2] += done.metrics[i].second.to(at::kDouble);
     if (done.rows.defined()) rows.push_back(done.rows);
+    if (done.forecasts.defined()) forecastParts.push_back(done.forecasts);
     dist::Watchdog::instance().progress();
     progress.update(end);
     // A full batch's peak bounds the next (Note [Evaluation batch]).
@@ -213,6 +219,14 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
     at::Tensor allRows = gatherSplitRows(control, rows, rowWidth);
     for (const auto& [name, value] : splitMetrics->splitMetrics(allRows))
       results[prefix + name] = value;
+  }
+  if (forecasts != ForecastKind::kNone) {
+    at::Tensor all = gatherSplitRows(control, forecastParts, kForecastWidth);
+    // The model's own metrics (its mse, accuracy, a panel's daily ic) stay as it computed them.
+    for (const auto& [name, value] :
+         judgeForecasts(forecasts, all, data.info(), lastKnownTargets(all, data.info())))
+      results.emplace(prefix + name, value);
+    if (options.keepForecastRows) options.forecastRows = all;
   }
   model.train(wasTraining);
   return results;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include "common/WorkProgress.h"
@@ -50,14 +51,20 @@ struct EvalOptions {
   // The start line comes at once, before the first batch (`megabatch eval`: a command the user
   // waits on); otherwise after WorkProgress's quiet seconds, so short evaluations stay quiet.
   bool announceAtOnce = false;
+  // Note [Forecast metrics]: what the predictions are judged as (config model.task), and whether
+  // to keep every rank's forecast rows (in sample order, every rank) in `forecastRows`.
+  Task task = Task::kRegression;
+  bool keepForecastRows = false;
+  at::Tensor forecastRows;
   // What the metrics and progress call the samples ("period" for eval --from/--to: Note
   // [Selected period]); empty: the split's name.
   std::string name;
 };
 
 // Collective over `control`: the loss and metrics of `split` over every rank's part, as
-// {"val_loss", "val_mse", ..., "val_samples"}, or empty when abandoned for a stop request
-// (options.leaveOnStop). Forward passes only (eval mode, no autograd).
+// {"val_loss", "val_mse", ..., "val_samples"}, with the forecast metrics and baselines of
+// train/judge/Forecasts.h ("val_ic", "val_baseline_zero_mse", ...), or empty when abandoned for
+// a stop request (options.leaveOnStop). Forward passes only (eval mode, no autograd).
 std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedData& data,
                                             data::Split split, dist::Communicator& control,
                                             c10::Device device, EvalOptions& options);

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -127,6 +128,9 @@ class Trainer {
   WorkProgress::Options slowStepProgress(std::int64_t step, std::int64_t microSteps) const;
   // Empty when a stop request abandoned it (Note [Stopping within seconds]).
   std::map<std::string, double> evaluate(data::Split split);
+  // Note [Baselines]: the first evaluation of each split in this process logs and records them.
+  void recordBaselines(data::Split split, std::int64_t samples,
+                       const std::map<std::string, double>& baselines);
   void fitEvalBatchToWhatIsHeld(EvalOptions& options) const;           // Note [Evaluation batch]
   bool afterEvaluation(const std::map<std::string, double>& metrics);  // true: stop early
   // The val split, then afterEvaluation (Note [Checkpoint before evaluation]); a stop request
@@ -181,6 +185,7 @@ class Trainer {
   StopLeadCheck stopLead_;  // Note [Stop lead time]
   // Note [Evaluation batch]: set by the memory plan; 0 without one (the limit is used).
   std::int64_t evalBatch_ = 0;
+  std::set<std::string> baselinesRecorded_;  // splits whose baselines were recorded
   std::int64_t evalRoomBytes_ = 0;
   double evalBytesPerSample_ = 0;       // the plan's bound at evalBatch_, per sample
   std::int64_t evalBudgetBytes_ = 0;    // the plan's budget, on the CPU

@@ -26,6 +26,7 @@
 #include "train/Evaluation.h"
 #include "train/Signals.h"
 #include "train/checkpoints/CheckpointDirectory.h"
+#include "train/judge/Forecasts.h"
 #include "train/loop/CarriedStates.h"
 #include "train/loop/Optimizer.h"
 #include "train/loop/Schedule.h"
@@ -189,6 +190,7 @@ std::map<std::string, double> Trainer::evaluate(data::Split split) {
   else
     options.boundSamples = config_.train.globalBatch;  // the estimate names train.eval_batches
   options.leaveOnStop = true;                          // Note [Stopping within seconds]
+  options.task = config_.model.task;
   std::map<std::string, double> results =
       evaluateSplit(*model_, *data_, split, control(), device_, options);
   if (evalBatch_ > 0) evalBatch_ = options.microBatch;  // the next starts where this one ended
@@ -206,6 +208,16 @@ std::map<std::string, double> Trainer::evaluate(data::Split split) {
   const std::string prefix = std::string(data::toString(split)) + "_";
   const auto samples = static_cast<std::int64_t>(results[prefix + "samples"]);
   results.erase(prefix + "samples");
+  std::map<std::string, double> baselines;
+  for (auto it = results.begin(); it != results.end();) {
+    if (!isBaselineName(it->first.substr(prefix.size()))) {
+      ++it;
+      continue;
+    }
+    baselines.emplace(it->first.substr(prefix.size()), it->second);
+    it = results.erase(it);
+  }
+  if (!baselines.empty()) recordBaselines(split, samples, baselines);
   if (metrics_) {
     JsonRecord record;
     record.add("event", "eval")
@@ -224,6 +236,23 @@ std::map<std::string, double> Trainer::evaluate(data::Split split) {
   trainLog().info("eval at step {} on {} {} samples{} ({:.1f} s)", state_.step, samples,
                   data::toString(split), line, secondsSince(start));
   return results;
+}
+
+void Trainer::recordBaselines(data::Split split, std::int64_t samples,
+                              const std::map<std::string, double>& baselines) {
+  if (!baselinesRecorded_.insert(data::toString(split)).second) return;
+  trainLog().info("baselines on the same {} {} samples (skill = 1 - model/baseline): {}", samples,
+                  data::toString(split), describeBaselines(baselines));
+  if (!metrics_) return;
+  JsonRecord record;
+  record.add("event", "baseline")
+      .add("step", state_.step)
+      .add("split", data::toString(split))
+      .add("samples", samples);
+  for (const auto& [name, value] : baselines)
+    record.add(name.substr(std::string("baseline_").size()), value);
+  record.addTime("time", unixSeconds());
+  metrics_->write(record);
 }
 
 // On the CPU the process holds more than the plan's fixed part (the runtime, allocator slack,

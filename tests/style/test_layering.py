@@ -16,7 +16,7 @@ LAYERS = ["common", "config", "dist", "data", "model", "train", "app"]  # bottom
 ROOMS = {
     "data": ["layouts", "pipeline", "tools"],
     "model": ["kinds", "parts"],
-    "train": ["checkpoints", "loop", "memory", "precision", "watch"],
+    "train": ["checkpoints", "judge", "loop", "memory", "precision", "watch"],
 }
 # Layers whose top level sits above their rooms: in train/ the top is the Trainer and what the
 # app calls (evaluation, signals, loading a trained model); the rooms are the machinery it runs,

@@ -78,6 +78,12 @@ NextStart fixedGap(std::int64_t gap) {
   return [gap](std::int64_t, std::int64_t cut) { return cut + gap; };
 }
 
+NextStart pastTheHorizon(std::int64_t horizon, NextStart inner) {
+  return [horizon, inner = std::move(inner)](std::int64_t previousLast, std::int64_t cut) {
+    return std::max(inner(previousLast, cut), previousLast + horizon + 1);
+  };
+}
+
 SampleRange evalPart(SampleRange split, int rank, int worldSize) {
   std::int64_t n = split.size();
   return {split.begin + n * rank / worldSize, split.begin + n * (rank + 1) / worldSize};

@@ -5,7 +5,9 @@
 //   cut1 = first + floor(n * train_fraction), cut2 = first + floor(n * (train_fraction +
 //   val_fraction)) train = [first, cut1), val = [start(cut1), cut2), test = [start(cut2), N)
 // where start(cut) skips the embargo: data.split.embargo samples after the cut, or with -1
-// (the default) "one window", defined per layout so that no window straddles two splits:
+// (the default) "one window", defined per layout so that no window straddles two splits
+// (with data.horizon = h, also at least h samples after the previous split's last sample, whose
+// target looks h samples ahead: pastTheHorizon):
 //   series  : the first sample whose windows share no row, in any stream, with the windows of
 //             the previous split's last sample (exact, from the end-row arrays);
 //   samples : T samples for [N, T, F] features (consecutive samples are usually windows that
@@ -37,6 +39,10 @@ std::array<SampleRange, 3> planSplits(SampleRange usable, const SplitConfig& spl
 
 // A fixed gap of `gap` samples after each cut.
 NextStart fixedGap(std::int64_t gap);
+// `inner`, and past the targets of the previous split: its last sample's target describes the
+// row `horizon` samples later (data.horizon), so the next split starts after that row and no
+// train target is a val input or target. The default embargo with data.horizon set.
+NextStart pastTheHorizon(std::int64_t horizon, NextStart inner);
 
 // Rank r's contiguous part of an eval split.
 SampleRange evalPart(SampleRange split, int rank, int worldSize);

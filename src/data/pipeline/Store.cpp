@@ -46,6 +46,20 @@ at::Tensor Store::labelCounts(std::int64_t classes) const {
   return at::bincount(targets_.reshape({-1}).cpu(), {}, classes).to(at::kLong);
 }
 
+at::Tensor Store::targetSums(std::int64_t terms) const {
+  at::Tensor sums = at::zeros({2, terms}, at::kDouble);
+  if (!targets_.defined() || targets_.numel() == 0 || !at::isFloatingType(targets_.scalar_type()))
+    return sums;
+  const at::Tensor values = targets_.to(at::kCPU, at::kDouble).reshape({-1, terms});
+  const at::Tensor present = layout_->targetsPresent(tensors_);
+  const at::Tensor counted =
+      present.defined() ? present.to(at::kCPU, at::kBool).reshape({-1, 1}).expand_as(values)
+                        : at::ones_like(values, at::kBool);
+  sums[0] = at::where(counted, values, at::zeros_like(values)).sum(0);
+  sums[1] = counted.to(at::kDouble).sum(0);
+  return sums;
+}
+
 std::int64_t Store::maxLabel() const {
   if (!targets_.defined() || targets_.numel() == 0 || targets_.scalar_type() != at::kLong)
     return -1;

@@ -49,6 +49,10 @@ class Store {
   // [classes] int64 (CPU): how many of the store's samples have each label (zeros unless the
   // targets are class labels).
   at::Tensor labelCounts(std::int64_t classes) const;
+  // [2, terms] fp64 (CPU): per target term (the last dimension when `terms` > 1), the sum of
+  // the store's real-valued targets and how many were summed (Layout::targetsPresent); zeros
+  // for class labels and tokens.
+  at::Tensor targetSums(std::int64_t terms) const;
 
  private:
   std::shared_ptr<const Layout> layout_;

@@ -2,7 +2,9 @@
 // metrics.jsonl: one JSON object per log event (DESIGN.md "Run directory"), written by rank 0.
 // Train records: {"event":"train","step","epoch","split":"train","loss","lr","samples_per_s",
 // "tokens_per_s","step_time_s","data_time_s","comm_time_s","mem_mb","grad_norm","time"};
-// eval records: {"event":"eval","step","epoch","split":"val","loss",<metrics>...,"time"}.
+// eval records: {"event":"eval","step","epoch","split":"val","loss",<metrics>...,"time"};
+// baseline records, once per split at a run's first evaluation (Note [Baselines]):
+// {"event":"baseline","step","split","samples","zero_mse","zero_skill",...,"time"}.
 #include <cstdint>
 #include <fstream>
 #include <memory>

@@ -62,13 +62,15 @@ std::string eventFileName(const std::string& directory, double wallTime) {
                      static_cast<long long>(getpid()));
 }
 
-// "train/loss", "val/mae", "memory_plan/total_bytes" (Note [TensorBoard event files]).
+// "train/loss", "val/mae", "baseline_val/zero_mse", "memory_plan/total_bytes" (Note
+// [TensorBoard event files]).
 std::string scalarPrefix(const JsonRecord& record) {
   const std::string kind = record.text("event");
   if (kind == "eval") {
     const std::string split = record.text("split");
     return split.empty() ? "val" : split;
   }
+  if (kind == "baseline") return "baseline_" + record.text("split");
   return kind.empty() ? "train" : kind;
 }
 

@@ -1,0 +1,359 @@
+#include "train/judge/Forecasts.h"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <numeric>
+#include <unordered_map>
+
+#include <ATen/Functions.h>
+#include <fmt/format.h>
+
+#include "common/Error.h"
+#include "common/Hdf5.h"
+#include "common/Strings.h"
+
+namespace mb::train {
+namespace {
+
+// The rows' columns as vectors.
+struct Columns {
+  std::vector<double> sample, term, weight, prediction, target, logLoss;
+  std::size_t size() const { return sample.size(); }
+};
+
+Columns columnsOf(const at::Tensor& rows) {
+  Columns c;
+  const at::Tensor t = rows.to(at::kCPU, at::kDouble).contiguous();
+  const auto a = t.accessor<double, 2>();
+  for (std::int64_t i = 0; i < t.size(0); ++i) {
+    c.sample.push_back(a[i][kRowSample]);
+    c.term.push_back(a[i][kRowTerm]);
+    c.weight.push_back(a[i][kRowWeight]);
+    c.prediction.push_back(a[i][kRowPrediction]);
+    c.target.push_back(a[i][kRowTarget]);
+    c.logLoss.push_back(a[i][kRowLogLoss]);
+  }
+  return c;
+}
+
+double mean(const std::vector<double>& x) {
+  return x.empty() ? 0.0 : std::accumulate(x.begin(), x.end(), 0.0) / static_cast<double>(x.size());
+}
+
+// Note [Forecast metrics]: 0 for fewer than two values or a constant side.
+double pearson(const std::vector<double>& x, const std::vector<double>& y) {
+  if (x.size() < 2) return 0.0;
+  const double mx = mean(x), my = mean(y);
+  double sxy = 0, sxx = 0, syy = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+    syy += (y[i] - my) * (y[i] - my);
+  }
+  return sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : 0.0;
+}
+
+// Ranks 1..n, ties sharing their average rank (scipy.stats.rankdata's "average").
+std::vector<double> averageRanks(const std::vector<double>& x) {
+  std::vector<std::size_t> order(x.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return x[a] < x[b]; });
+  std::vector<double> ranks(x.size());
+  for (std::size_t i = 0; i < order.size();) {
+    std::size_t j = i;
+    while (j + 1 < order.size() && x[order[j + 1]] == x[order[i]])
+      ++j;
+    const double rank = 0.5 * static_cast<double>(i + j) + 1.0;
+    for (std::size_t k = i; k <= j; ++k)
+      ranks[order[k]] = rank;
+    i = j + 1;
+  }
+  return ranks;
+}
+
+double spearman(const std::vector<double>& x, const std::vector<double>& y) {
+  return pearson(averageRanks(x), averageRanks(y));
+}
+
+int signOf(double v) {
+  return (v > 0) - (v < 0);
+}
+
+std::int64_t termCount(const Columns& c) {
+  double largest = 0;
+  for (double k : c.term)
+    largest = std::max(largest, k);
+  return static_cast<std::int64_t>(largest) + 1;
+}
+
+// Weighted mean of (target - forecast(i))^2: the MSE as the loss weighs it.
+template <class Forecast>
+double weightedMse(const Columns& c, Forecast forecast) {
+  double sum = 0, weights = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    const double error = c.target[i] - forecast(i);
+    sum += c.weight[i] * error * error;
+    weights += c.weight[i];
+  }
+  return weights > 0 ? sum / weights : 0.0;
+}
+
+void addBaseline(std::map<std::string, double>& out, const std::string& name,
+                 const std::string& metric, double model, double baseline) {
+  out["baseline_" + name + "_" + metric] = baseline;
+  if (baseline > 0) out["baseline_" + name + "_skill"] = 1.0 - model / baseline;
+}
+
+// ic and rank_ic per target term over the samples, then the mean over terms.
+void addSeriesCorrelations(const Columns& c, std::map<std::string, double>& out) {
+  const std::int64_t terms = termCount(c);
+  double ic = 0, rankIc = 0;
+  for (std::int64_t k = 0; k < terms; ++k) {
+    std::vector<double> x, y;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (static_cast<std::int64_t>(c.term[i]) != k) continue;
+      x.push_back(c.prediction[i]);
+      y.push_back(c.target[i]);
+    }
+    ic += pearson(x, y);
+    rankIc += spearman(x, y);
+  }
+  out["ic"] = ic / static_cast<double>(terms);
+  out["rank_ic"] = rankIc / static_cast<double>(terms);
+}
+
+// The daily IC of each date and term (rows of a date are consecutive): its mean, and its mean
+// over its standard deviation.
+void addPanelIcRatio(const Columns& c, std::map<std::string, double>& out) {
+  const std::int64_t terms = termCount(c);
+  std::vector<double> daily;
+  for (std::size_t begin = 0; begin < c.size();) {
+    std::size_t end = begin;
+    while (end < c.size() && c.sample[end] == c.sample[begin])
+      ++end;
+    for (std::int64_t k = 0; k < terms; ++k) {
+      std::vector<double> x, y;
+      for (std::size_t i = begin; i < end; ++i) {
+        if (static_cast<std::int64_t>(c.term[i]) != k) continue;
+        x.push_back(c.prediction[i]);
+        y.push_back(c.target[i]);
+      }
+      daily.push_back(pearson(x, y));
+    }
+    begin = end;
+  }
+  if (daily.empty()) return;
+  const double m = mean(daily);
+  out["ic"] = m;
+  if (daily.size() < 2) return;
+  double squares = 0;
+  for (double v : daily)
+    squares += (v - m) * (v - m);
+  const double sd = std::sqrt(squares / static_cast<double>(daily.size() - 1));
+  if (sd > 0) out["ic_ratio"] = m / sd;
+}
+
+void addHitRate(const Columns& c, std::map<std::string, double>& out) {
+  std::int64_t counted = 0, hits = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (c.target[i] == 0) continue;
+    ++counted;
+    hits += signOf(c.prediction[i]) == signOf(c.target[i]) ? 1 : 0;
+  }
+  if (counted > 0) out["hit_rate"] = static_cast<double>(hits) / static_cast<double>(counted);
+}
+
+std::map<std::string, double> judgeRegression(ForecastKind kind, const Columns& c,
+                                              const data::DataInfo& info,
+                                              const std::vector<double>& lastKnown) {
+  std::map<std::string, double> out;
+  const double mse = weightedMse(c, [&](std::size_t i) { return c.prediction[i]; });
+  out["mse"] = mse;
+  if (kind == ForecastKind::kRegression) addSeriesCorrelations(c, out);
+  if (kind == ForecastKind::kPanelRegression) addPanelIcRatio(c, out);
+  addHitRate(c, out);
+  addBaseline(out, "zero", "mse", mse, weightedMse(c, [](std::size_t) { return 0.0; }));
+  const std::vector<double>& trainMean = info.trainTargetMean;
+  if (static_cast<std::int64_t>(trainMean.size()) == termCount(c))
+    addBaseline(out, "mean", "mse", mse, weightedMse(c, [&](std::size_t i) {
+                  return trainMean[static_cast<std::size_t>(c.term[i])];
+                }));
+  if (lastKnown.size() == c.size() && !lastKnown.empty())
+    addBaseline(out, "last", "mse", mse,
+                weightedMse(c, [&](std::size_t i) { return lastKnown[i]; }));
+  return out;
+}
+
+std::map<std::string, double> judgeClassification(const Columns& c, const data::DataInfo& info) {
+  std::map<std::string, double> out;
+  const auto n = static_cast<double>(c.size());
+  double correct = 0;
+  for (std::size_t i = 0; i < c.size(); ++i)
+    correct += c.prediction[i] == c.target[i] ? 1 : 0;
+  const double accuracy = correct / n;
+  const double logLoss = mean(c.logLoss);
+  out["accuracy"] = accuracy;
+  out["log_loss"] = logLoss;
+  const std::vector<std::int64_t>& counts = info.trainClassCounts;
+  const double total = static_cast<double>(std::accumulate(counts.begin(), counts.end(), 0LL));
+  if (counts.empty() || total <= 0) return out;
+  const auto majority =
+      static_cast<double>(std::max_element(counts.begin(), counts.end()) - counts.begin());
+  double majorityRight = 0, priorLoss = 0;
+  for (double label : c.target) {
+    majorityRight += label == majority ? 1 : 0;
+    const auto k = static_cast<std::size_t>(label);
+    // As sklearn's log_loss: a class the train split never saw has probability 1e-15, not 0.
+    const double p = k < counts.size() ? static_cast<double>(counts[k]) / total : 0.0;
+    priorLoss -= std::log(std::max(p, 1e-15));
+  }
+  const double majorityAccuracy = majorityRight / n;
+  out["baseline_majority_accuracy"] = majorityAccuracy;
+  if (majorityAccuracy < 1)
+    out["baseline_majority_skill"] = 1.0 - (1.0 - accuracy) / (1.0 - majorityAccuracy);
+  addBaseline(out, "prior", "log_loss", logLoss, priorLoss / n);
+  return out;
+}
+
+at::Tensor regressionRows(const at::Tensor& output, const data::Batch& batch) {
+  const std::int64_t b = batch.targets.size(0);
+  const at::Tensor y = batch.targets.to(at::kCPU, at::kDouble).reshape({b, -1});
+  const std::int64_t k = y.size(1);
+  const at::Tensor p = output.to(at::kCPU, at::kDouble).reshape({b, k});
+  const at::Tensor sample =
+      batch.sampleIndex.to(at::kCPU, at::kDouble).reshape({b, 1}).expand({b, k});
+  const at::Tensor term = at::arange(k, at::kDouble).reshape({1, k}).expand({b, k});
+  return at::stack({sample, term, at::ones_like(p), p, y, at::zeros_like(p)}, -1)
+      .reshape({b * k, kForecastWidth});
+}
+
+// Panel: rows of the present instruments only, in (date, instrument, term) order.
+at::Tensor panelRows(const at::Tensor& output, const data::Batch& batch) {
+  const at::Tensor present = batch.inputs.at(1).to(at::kCPU, at::kBool);  // [B, N]
+  const std::int64_t b = present.size(0), n = present.size(1);
+  const at::Tensor y = batch.targets.to(at::kCPU, at::kDouble).reshape({b, n, -1});
+  const std::int64_t k = y.size(2);
+  const at::Tensor p = output.to(at::kCPU, at::kDouble).reshape({b, n, k});
+  const at::Tensor perDate = present.to(at::kDouble).sum(1).clamp_min(1).reciprocal();
+  const at::Tensor weight = perDate.reshape({b, 1, 1}).expand({b, n, k});
+  const at::Tensor sample =
+      batch.sampleIndex.to(at::kCPU, at::kDouble).reshape({b, 1, 1}).expand({b, n, k});
+  const at::Tensor term = at::arange(k, at::kDouble).reshape({1, 1, k}).expand({b, n, k});
+  const at::Tensor all = at::stack({sample, term, weight, p, y, at::zeros_like(p)}, -1)
+                             .reshape({b * n * k, kForecastWidth});
+  const at::Tensor kept = present.reshape({b, n, 1}).expand({b, n, k}).reshape({-1});
+  return all.index_select(0, kept.nonzero().reshape({-1}));
+}
+
+at::Tensor classificationRows(const at::Tensor& output, const data::Batch& batch) {
+  const at::Tensor logits = output.to(at::kCPU, at::kDouble);
+  const at::Tensor labels = batch.targets.to(at::kCPU, at::kLong).reshape({-1});
+  const at::Tensor logLoss = -at::log_softmax(logits, -1).gather(1, labels.unsqueeze(1)).squeeze(1);
+  const at::Tensor predicted = logits.argmax(-1).to(at::kDouble);
+  const at::Tensor sample = batch.sampleIndex.to(at::kCPU, at::kDouble).reshape({-1});
+  return at::stack({sample, at::zeros_like(sample), at::ones_like(sample), predicted,
+                    labels.to(at::kDouble), logLoss},
+                   -1);
+}
+
+// Rows [begin, end) of the data file's targets, [end - begin, terms] fp64.
+at::Tensor readTargets(const data::DataInfo& info, std::int64_t begin, std::int64_t end,
+                       std::int64_t terms) {
+  std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
+  h5::Handle file = h5::openFile(info.path, false, ExitCode::kData);
+  h5::Handle dataset = h5::openDataset(file.get(), info.targetsDataset, ExitCode::kData);
+  return h5::readRows(dataset.get(), begin, end, at::kDouble, ExitCode::kData,
+                      info.path + ": /" + info.targetsDataset)
+      .reshape({end - begin, terms});
+}
+
+}  // namespace
+
+ForecastKind forecastKind(const data::DataInfo& info, Task task) {
+  if (info.layout == "tokens") return ForecastKind::kNone;
+  if (info.layout == "panel")
+    return task == Task::kRegression ? ForecastKind::kPanelRegression : ForecastKind::kNone;
+  if (task == Task::kClassification)
+    return info.integerTargets ? ForecastKind::kClassification : ForecastKind::kNone;
+  return info.integerTargets ? ForecastKind::kNone : ForecastKind::kRegression;
+}
+
+at::Tensor forecastRows(ForecastKind kind, const at::Tensor& output, const data::Batch& batch) {
+  if (kind == ForecastKind::kNone || batch.size() == 0)
+    return at::zeros({0, kForecastWidth}, at::kDouble);
+  if (kind == ForecastKind::kPanelRegression) return panelRows(output, batch);
+  if (kind == ForecastKind::kClassification) return classificationRows(output, batch);
+  return regressionRows(output, batch);
+}
+
+std::vector<double> lastKnownTargets(const at::Tensor& rows, const data::DataInfo& info) {
+  if (info.horizon <= 0 || (info.layout != "series" && info.layout != "samples")) return {};
+  const Columns c = columnsOf(rows);
+  if (c.size() == 0) return {};
+  const std::int64_t terms = termCount(c), h = info.horizon;
+  const auto key = [terms](std::int64_t sample, std::int64_t term) {
+    return sample * terms + term;
+  };
+  std::unordered_map<std::int64_t, double> known;
+  for (std::size_t i = 0; i < c.size(); ++i)
+    known[key(static_cast<std::int64_t>(c.sample[i]), static_cast<std::int64_t>(c.term[i]))] =
+        c.target[i];
+  std::int64_t first = -1, last = -1;  // the samples missing, read from the file
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    const auto past = static_cast<std::int64_t>(c.sample[i]) - h;
+    if (known.count(key(past, static_cast<std::int64_t>(c.term[i])))) continue;
+    if (past < 0) return {};  // before the file's first sample: not known
+    first = first < 0 ? past : std::min(first, past);
+    last = std::max(last, past);
+  }
+  if (first >= 0) {
+    const at::Tensor read = readTargets(info, first, last + 1, terms);
+    const auto a = read.accessor<double, 2>();
+    for (std::int64_t s = first; s <= last; ++s)
+      for (std::int64_t k = 0; k < terms; ++k)
+        known.emplace(key(s, k), a[s - first][k]);
+  }
+  std::vector<double> out;
+  for (std::size_t i = 0; i < c.size(); ++i)
+    out.push_back(known.at(
+        key(static_cast<std::int64_t>(c.sample[i]) - h, static_cast<std::int64_t>(c.term[i]))));
+  return out;
+}
+
+std::map<std::string, double> judgeForecasts(ForecastKind kind, const at::Tensor& rows,
+                                             const data::DataInfo& info,
+                                             const std::vector<double>& lastKnown) {
+  if (kind == ForecastKind::kNone || rows.size(0) == 0) return {};
+  const Columns c = columnsOf(rows);
+  if (kind == ForecastKind::kClassification) return judgeClassification(c, info);
+  return judgeRegression(kind, c, info, lastKnown);
+}
+
+bool isBaselineName(const std::string& name) {
+  return str::startsWith(name, "baseline_");
+}
+
+std::string describeBaselines(const std::map<std::string, double>& baselines) {
+  struct Named {
+    const char *name, *metric, *words;
+  };
+  constexpr Named kNamed[] = {{"zero", "mse", "zero forecast"},
+                              {"mean", "mse", "train mean"},
+                              {"last", "mse", "last known target"},
+                              {"majority", "accuracy", "majority class"},
+                              {"prior", "log_loss", "class frequencies"}};
+  std::string text;
+  for (const Named& n : kNamed) {
+    const std::string prefix = std::string("baseline_") + n.name + "_";
+    auto score = baselines.find(prefix + n.metric);
+    if (score == baselines.end()) continue;
+    text +=
+        fmt::format("{}{} {} {:.4g}", text.empty() ? "" : ", ", n.words, n.metric, score->second);
+    auto skill = baselines.find(prefix + "skill");
+    if (skill != baselines.end()) text += fmt::format(" (skill {:+.4f})", skill->second);
+  }
+  return text;
+}
+
+}  // namespace mb::train
