@@ -54,6 +54,7 @@ fi
 if [[ $want_tests == 1 ]]; then
   packages+=(
     python3-torch                    # PyTorch reference for parity tests
+    python3-scipy python3-pandas     # references for eval's IC, rank IC and results by period
     python3-protobuf python3-crc32c  # an independent reader of the TensorBoard event files
     slurmctld slurmd slurm-client munge   # the real one-node SLURM test
     clang libclang-rt-14-dev llvm    # libFuzzer and sanitizers; llvm-symbolizer for their stacks

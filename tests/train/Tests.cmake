@@ -142,3 +142,8 @@ foreach(case TimeSplitTest WarmStartTest DataContinuityTest PeriodTest Precision
   string(REGEX REPLACE "Test$" "" short ${case})
   mb_add_python_test(retraining.${short} train/test_retraining.py ARGS ${case} TIMEOUT 600)
 endforeach()
+
+# Is the model any good: baselines, IC, rank IC, hit rate and results by period against numpy,
+# scipy and pandas, on 1, 2 and 3 ranks.
+mb_add_python_test(judging train/test_judging.py TIMEOUT 300)
+set_tests_properties(py.judging PROPERTIES PROCESSORS 2)
