@@ -99,19 +99,17 @@ void requireJudgeableByPeriod(const data::DataInfo& info, train::ForecastKind ki
                           config.model.kind + " on data.layout = " + config.data.layout +
                           ") makes none to judge: a language model predicts tokens",
                       "leave out --by; eval reports the loss and accuracy of the split");
-  if (!info.hasTimestamps)
+  if (info.timestampsDataset.empty())
     throw DataError(info.path + " has no /" + config.data.names.timestamps +
-                        " dataset, so its samples cannot be grouped by " +
-                        std::string("period (--by)"),
+                        " dataset, so its samples cannot be grouped by period (--by)",
                     "write each sample's time to /" + config.data.names.timestamps +
                         " (docs/data-format.md), or leave out --by");
 }
 
-std::vector<std::int64_t> timesOfRows(const Config& config, const at::Tensor& rows) {
+std::vector<std::int64_t> timesOfRows(const data::DataInfo& info, const at::Tensor& rows) {
   std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
-  h5::Handle file = h5::openFile(config.data.path, false, ExitCode::kData);
-  at::Tensor all =
-      h5::readTensor(file.get(), config.data.names.timestamps, ExitCode::kData, at::kLong);
+  h5::Handle file = h5::openFile(info.path, false, ExitCode::kData);
+  at::Tensor all = h5::readTensor(file.get(), info.timestampsDataset, ExitCode::kData, at::kLong);
   at::Tensor times =
       all.index_select(0, rows.select(1, train::kRowSample).to(at::kLong)).contiguous();
   return {times.data_ptr<std::int64_t>(), times.data_ptr<std::int64_t>() + times.numel()};
@@ -273,7 +271,7 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
   if (by) {
     const train::ForecastKind kind = train::forecastKind(data->info(), config.model.task);
     const std::vector<train::PeriodRow> rows = train::resultsByPeriod(
-        kind, options.forecastRows, timesOfRows(config, options.forecastRows),
+        kind, options.forecastRows, timesOfRows(data->info(), options.forecastRows),
         data->info().timeUnit, *by, data->info(),
         train::lastKnownTargets(options.forecastRows, data->info()));
     std::printf("  by %s:\n%s", train::periodName(*by),

@@ -50,10 +50,11 @@ struct DataInfo {
   // With timestamps: each split's first and last time, and what the timestamps count.
   std::array<TimeSpan, 3> splitTimes{};
   TimeUnit timeUnit = TimeUnit::kSeconds;
-  bool splitsByTime = false;   // data.split.train_until (Note [Splits by time])
-  std::int64_t horizon = 0;    // data.horizon: samples a target looks ahead; 0 = unknown
-  std::string targetsDataset;  // where the file keeps the targets (row i: sample i's)
-  std::string fingerprint;     // identifies the file's content for checkpoints
+  bool splitsByTime = false;      // data.split.train_until (Note [Splits by time])
+  std::int64_t horizon = 0;       // data.horizon: samples a target looks ahead; 0 = unknown
+  std::string targetsDataset;     // where the file keeps the targets (row i: sample i's)
+  std::string timestampsDataset;  // and the samples' times (empty: the file has none)
+  std::string fingerprint;        // identifies the file's content for checkpoints
   // Note [Data continuity]: the content, split by split and dataset by dataset, as YAML.
   std::string identityYaml;
   // classification: [classes] labels of each class in the train split (all ranks together);

@@ -222,6 +222,7 @@ class Loader {
     info_.splitsByTime = config_.data.split.byTime();
     info_.horizon = config_.data.horizon;
     info_.targetsDataset = schema().targets.path;
+    if (schema().timestamps.present()) info_.timestampsDataset = schema().timestamps.path;
   }
 
   void checkShardCount() {

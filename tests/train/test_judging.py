@@ -244,5 +244,52 @@ class ClassificationBaselines(mbtest.TempDirTestCase):
         self.assertIn("class frequencies", r.stdout)
 
 
+class PanelJudging(mbtest.TempDirTestCase):
+    """A panel's daily IC, its ratio, the hit rate and the baselines against numpy, per date over the
+    instruments present, on 1 and 2 ranks."""
+
+    def test_panel_figures_equal_numpy(self):
+        data = self.path("panel.h5")
+        self.assertExit(mbtest.run(["data", "synth-panel", "--out", data, "--dates", "900",
+                                    "--instruments", "40"]), 0)
+        run_dir = self.path("run")
+        r = mbtest.run(["train", "--config", mbtest.config_path("panel-gat.yaml"), "data.path=" + data,
+                        "run.dir=" + run_dir, "train.max_steps=20", "train.eval_every=0",
+                        "train.threads=1"], timeout=180)
+        self.assertEqual(r.returncode, 0, repr(r))
+        preds = self.path("p.h5")
+        self.assertExit(mbtest.run(["predict", "--checkpoint", run_dir, "--data", data, "--out", preds,
+                                    "--split", "test"]), 0)
+        p, y, present = read(preds, "predictions", "targets", "present")
+        p, y, present = p.astype(np.float64), y.astype(np.float64), present.astype(bool)
+        daily, mse, zero, hits, counted = [], [], [], 0, 0
+        for d in range(len(y)):
+            pd_, yd = p[d][present[d]], y[d][present[d]]
+            if len(yd) == 0:  # a date without instruments counts, as in the panel loss
+                daily.append(0.0), mse.append(0.0), zero.append(0.0)
+                continue
+            daily.append(np.corrcoef(pd_, yd)[0, 1] if len(yd) > 1 and pd_.std() > 0 and yd.std() > 0 else 0.0)
+            mse.append(np.mean((pd_ - yd) ** 2))
+            zero.append(np.mean(yd ** 2))
+            nz = yd != 0
+            hits += int(np.sum(np.sign(pd_[nz]) == np.sign(yd[nz])))
+            counted += int(nz.sum())
+        daily = np.array(daily)
+        want = {"ic": daily.mean(), "ic_ratio": daily.mean() / daily.std(ddof=1),
+                "hit_rate": hits / counted, "baseline_zero_mse": np.mean(zero),
+                "baseline_zero_skill": 1 - np.mean(mse) / np.mean(zero)}
+        for np_ in (1, 2):
+            out = self.path("e%d.json" % np_)
+            command = ["eval", "--checkpoint", run_dir, "--split", "test", "--out", out]
+            r = mbtest.mpirun(np_, command) if np_ > 1 else mbtest.run(command)
+            self.assertEqual(r.returncode, 0, repr(r))
+            with open(out) as f:
+                got = json.load(f)
+            for name, value in want.items():
+                self.assertAlmostEqual(got["test_" + name], value, delta=TOL, msg="%s on %d ranks" % (name, np_))
+            self.assertIn("test_baseline_mean_mse", got)
+            self.assertIn("zero forecast", r.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -58,9 +58,7 @@ class PanelLayout final : public Layout {
   std::vector<at::Tensor> prepareStore(const StorePlan& plan,
                                        std::vector<at::Tensor> tensors) const override;
   at::Tensor sampleWeights(const std::vector<at::Tensor>& store) const override;
-  at::Tensor targetsPresent(const std::vector<at::Tensor>& store) const override {
-    return store[kMask];
-  }
+  at::Tensor targetsPresent(const std::vector<at::Tensor>& store) const override;
   Batch gather(const std::vector<at::Tensor>& store, const at::Tensor& local,
                at::ScalarType inputType) const override;
 

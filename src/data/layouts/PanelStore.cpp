@@ -216,6 +216,11 @@ at::Tensor PanelLayout::sampleWeights(const std::vector<at::Tensor>& store) cons
   return store[kMask].narrow(0, history() - 1, dates).sum(1).to(at::kLong).cpu();
 }
 
+// The store's mask starts history() - 1 dates before its first sample (the windows' rows).
+at::Tensor PanelLayout::targetsPresent(const std::vector<at::Tensor>& store) const {
+  return store[kMask].narrow(0, history() - 1, store[kTargets].size(0));
+}
+
 Batch PanelLayout::gather(const std::vector<at::Tensor>& store, const at::Tensor& local,
                           at::ScalarType inputType) const {
   const at::Tensor& values = store[kValues];  // [R, N, F]

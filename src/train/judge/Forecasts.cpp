@@ -87,16 +87,25 @@ std::int64_t termCount(const Columns& c) {
   return static_cast<std::int64_t>(largest) + 1;
 }
 
-// Weighted mean of (target - forecast(i))^2: the MSE as the loss weighs it.
+// Samples x terms: what the loss divides its sum by (rows come in sample order).
+double lossTerms(const Columns& c) {
+  double samples = 0;
+  for (std::size_t i = 0; i < c.size(); ++i)
+    samples += i == 0 || c.sample[i] != c.sample[i - 1] ? 1 : 0;
+  return samples * static_cast<double>(termCount(c));
+}
+
+// The weighted sum of (target - forecast(i))^2 over samples x terms: the MSE as the loss weighs
+// it (panel: each date's instruments by 1/n).
 template <class Forecast>
 double weightedMse(const Columns& c, Forecast forecast) {
-  double sum = 0, weights = 0;
+  double sum = 0;
   for (std::size_t i = 0; i < c.size(); ++i) {
     const double error = c.target[i] - forecast(i);
     sum += c.weight[i] * error * error;
-    weights += c.weight[i];
   }
-  return weights > 0 ? sum / weights : 0.0;
+  const double terms = lossTerms(c);
+  return terms > 0 ? sum / terms : 0.0;
 }
 
 void addBaseline(std::map<std::string, double>& out, const std::string& name,
@@ -228,22 +237,31 @@ at::Tensor regressionRows(const at::Tensor& output, const data::Batch& batch) {
       .reshape({b * k, kForecastWidth});
 }
 
-// Panel: rows of the present instruments only, in (date, instrument, term) order.
+// Panel: rows of the present instruments only, in (date, instrument, term) order. A date with
+// none present keeps one row of weight 0 (and a target of 0): it still counts as a date, as in
+// the panel loss (Note [Panel loss]).
 at::Tensor panelRows(const at::Tensor& output, const data::Batch& batch) {
   const at::Tensor present = batch.inputs.at(1).to(at::kCPU, at::kBool);  // [B, N]
   const std::int64_t b = present.size(0), n = present.size(1);
   const at::Tensor y = batch.targets.to(at::kCPU, at::kDouble).reshape({b, n, -1});
   const std::int64_t k = y.size(2);
   const at::Tensor p = output.to(at::kCPU, at::kDouble).reshape({b, n, k});
-  const at::Tensor perDate = present.to(at::kDouble).sum(1).clamp_min(1).reciprocal();
-  const at::Tensor weight = perDate.reshape({b, 1, 1}).expand({b, n, k});
+  const at::Tensor counted = present.reshape({b, n, 1}).expand({b, n, k});
+  const at::Tensor zero = at::zeros({}, at::kDouble);
+  const at::Tensor perDate = present.to(at::kDouble).sum(1);
+  const at::Tensor weight = at::where(perDate > 0, perDate.clamp_min(1).reciprocal(), zero)
+                                .reshape({b, 1, 1})
+                                .expand({b, n, k});
   const at::Tensor sample =
       batch.sampleIndex.to(at::kCPU, at::kDouble).reshape({b, 1, 1}).expand({b, n, k});
   const at::Tensor term = at::arange(k, at::kDouble).reshape({1, 1, k}).expand({b, n, k});
-  const at::Tensor all = at::stack({sample, term, weight, p, y, at::zeros_like(p)}, -1)
+  const at::Tensor all = at::stack({sample, term, weight, at::where(counted, p, zero),
+                                    at::where(counted, y, zero), at::zeros_like(p)},
+                                   -1)
                              .reshape({b * n * k, kForecastWidth});
-  const at::Tensor kept = present.reshape({b, n, 1}).expand({b, n, k}).reshape({-1});
-  return all.index_select(0, kept.nonzero().reshape({-1}));
+  at::Tensor kept = counted.clone();
+  kept.select(1, 0).select(1, 0).logical_or_(perDate == 0);  // the empty dates' one row
+  return all.index_select(0, kept.reshape({-1}).nonzero().reshape({-1}));
 }
 
 at::Tensor classificationRows(const at::Tensor& output, const data::Batch& batch) {

@@ -13,7 +13,8 @@
 // A constant prediction or target has an IC of 0. On a panel the model's own `ic` and `rank_ic`
 // are the daily ones (Note [Panel loss]); the rows add `ic_ratio`, the mean daily IC over its
 // standard deviation (ddof 1, over dates and terms), and the hit rate over every present
-// instrument.
+// instrument. As in the panel loss, a date with fewer than two instruments present has an IC of
+// 0 and a date with none adds 0 to the MSE's sum; both count as dates.
 //
 // Note [Baselines]
 // Each baseline predicts the same samples without looking at their inputs:
