@@ -4,6 +4,7 @@ foreach(np 1 2 4)
 endforeach()
 mb_add_python_test(cli cli/test_cli.py)
 mb_add_python_test(plot cli/test_plot.py TIMEOUT 300)
+mb_add_python_test(prediction_plot cli/test_prediction_plot.py TIMEOUT 300)
 mb_add_python_test(doc_commands docs/test_doc_commands.py TIMEOUT 600 LABEL docs)
 
 include(${CMAKE_CURRENT_SOURCE_DIR}/dist/Tests.cmake OPTIONAL)

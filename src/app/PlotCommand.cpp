@@ -1,6 +1,7 @@
 // megabatch plot RUN_DIR: loss, learning rate, and throughput curves from metrics.jsonl (with
 // out-of-memory redos and restarts marked), rendered to a PNG by matplotlib (Debian's
-// python3-matplotlib); megabatch plot RUN_DIR RUN_DIR ... (or a folder of runs): the runs in one.
+// python3-matplotlib); megabatch plot RUN_DIR RUN_DIR ... (or a folder of runs): the runs in one;
+// megabatch plot PREDICTIONS.h5: a model's predictions against the truth (PredictionPlot.cpp).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "app/Cli.h"
+#include "app/PredictionPlot.h"
 #include "common/Environment.h"
 #include "common/Error.h"
 #include "common/Log.h"
@@ -255,6 +257,8 @@ fig.savefig(out, dpi=90)
 print(out)
 )PY";
 
+}  // namespace
+
 std::string pythonInterpreter() {
   if (auto chosen = env::get("MEGABATCH_PYTHON")) return *chosen;
   return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
@@ -277,6 +281,8 @@ int runProcess(const std::vector<std::string>& args) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+namespace {
+
 // The runs a folder holds: its sub-folders with a metrics.jsonl (a sweep's --dir, runs/), sorted.
 std::vector<fs::path> runsIn(const fs::path& folder) {
   std::vector<fs::path> runs;
@@ -295,14 +301,22 @@ std::string runName(const fs::path& runDir) {
 }  // namespace
 
 int runPlot(const ParsedArgs& args, dist::Runtime& runtime) {
-  const std::string usage = "usage: megabatch plot RUN_DIR [RUN_DIR ...] [--out FILE.png]";
+  const std::string usage =
+      "usage: megabatch plot RUN_DIR [RUN_DIR ...] [--out FILE.png], or megabatch plot "
+      "PREDICTIONS.h5 [--out FILE.png]";
   if (args.positionals.empty()) throw ConfigError("megabatch plot needs a RUN_DIR", usage);
   if (runtime.rank() != 0) return 0;
+  const fs::path first = args.positionals[0];
+  // A file, not a run directory: what megabatch predict wrote, drawn next to it by default.
+  if (args.positionals.size() == 1 && (fs::is_regular_file(first) || first.extension() == ".h5")) {
+    plotPredictions(first.string(),
+                    args.get("out", fs::path(first).replace_extension(".png").string()));
+    return 0;
+  }
   // One run: its curves. Several, or a folder of runs (no metrics.jsonl of its own): one
   // picture of them all.
   std::vector<fs::path> runs;
   std::string out;
-  const fs::path first = args.positionals[0];
   if (args.positionals.size() == 1 && !fs::exists(first / "metrics.jsonl")) {
     runs = runsIn(first);
     if (runs.empty())

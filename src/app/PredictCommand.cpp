@@ -8,9 +8,13 @@
 //   /targets       the data file's targets of those samples
 //   /probabilities [M, C] (classification): softmax of the logits
 //   /<sample ids>  the rows of the data file's sample-id dataset (graphs: /graph_id), if any
+//   /present       [M, N] uint8 (panel): instrument n is present on the date (absent ones hold 0)
 // Rows are in the order of /sample_index (the file's sample order), one per sample: for graphs,
-// one per graph of the chosen splits.
-// Attributes name the checkpoint, its step, the data file and the split.
+// one per graph of the chosen splits; for a panel, one per date.
+// Attributes name the checkpoint, its step, the data file and the split (from and to for a
+// period), the model kind, the task (regression or classification), the data layout, and with
+// /timestamps their time_unit (data.time_unit: s, ms, us, ns, days, yyyymmdd). `megabatch plot
+// FILE.h5` draws them (src/app/PredictionPlot.cpp).
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -26,7 +30,9 @@
 #include "common/HostAllocator.h"
 #include "common/Log.h"
 #include "common/OutOfMemory.h"
+#include "common/TimeText.h"
 #include "common/WorkProgress.h"
+#include "config/ConfigSchema.h"
 #include "data/ShardedData.h"
 #include "dist/Runtime.h"
 #include "dist/SingleCommunicator.h"
@@ -48,7 +54,9 @@ std::vector<data::Split> splitsFor(const std::string& name) {
 }
 
 struct Predictions {
+  bool panel = false;  // data.layout = panel
   std::vector<at::Tensor> outputs, indices, targets;
+  std::vector<at::Tensor> present;  // panel: [B, N] uint8 per batch
 };
 
 constexpr std::int64_t kPredictBatch = 512;
@@ -69,16 +77,19 @@ void predictSplit(model::Model& model, data::ShardedData& data, data::Split spli
     out.outputs.push_back(model.forward(batch).to(at::kCPU, at::kFloat));
     out.indices.push_back(batch.sampleIndex.to(at::kCPU));
     out.targets.push_back(batch.targets.to(at::kCPU));
+    // A panel batch's inputs[1] is its [B, N] mask of present instruments (PanelLayout.h).
+    if (out.panel) out.present.push_back(batch.inputs.at(1).to(at::kCPU, at::kByte));
     progress.advance(end - begin);
   }
 }
 
-at::Tensor timestampsOf(const Config& config, const at::Tensor& sampleIndex) {
+// A panel's dates are its /time, every other layout's times its /timestamps.
+at::Tensor timestampsOf(const Config& config, bool panel, const at::Tensor& sampleIndex) {
+  const std::string& name = panel ? config.data.names.time : config.data.names.timestamps;
   std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
   h5::Handle file = h5::openFile(config.data.path, false, ExitCode::kData);
-  if (!h5::isDataset(file.get(), config.data.names.timestamps)) return {};
-  at::Tensor all =
-      h5::readTensor(file.get(), config.data.names.timestamps, ExitCode::kData, at::kLong);
+  if (!h5::isDataset(file.get(), name)) return {};
+  at::Tensor all = h5::readTensor(file.get(), name, ExitCode::kData, at::kLong);
   return all.index_select(0, sampleIndex);
 }
 
@@ -92,14 +103,14 @@ at::Tensor sampleIdsOf(const Config& config, const std::string& dataset,
 }
 
 void writePredictions(const std::string& path, const train::TrainedModel& run, const Config& config,
-                      const std::string& split, const std::string& sampleIds,
-                      const Predictions& p) {
+                      const std::string& split, const data::DataInfo& info, const Predictions& p) {
   at::Tensor indices = at::cat(p.indices);
   // In the file's sample order: a layout may number samples in another order (graphs).
   at::Tensor order = std::get<1>(indices.sort());
   indices = indices.index_select(0, order);
   at::Tensor outputs = at::cat(p.outputs).index_select(0, order);
   at::Tensor targets = at::cat(p.targets).index_select(0, order);
+  const std::string& sampleIds = info.sampleIdDataset;
   std::string tmp = path + ".tmp";
   {
     std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
@@ -116,8 +127,14 @@ void writePredictions(const std::string& path, const train::TrainedModel& run, c
     if (ids.defined()) h5::writeTensor(file.get(), sampleIds, ids, options, code);
     h5::writeTensor(file.get(), "sample_index", indices, options, code);
     h5::writeTensor(file.get(), "targets", targets, options, code);
-    at::Tensor timestamps = timestampsOf(config, indices);
-    if (timestamps.defined()) h5::writeTensor(file.get(), "timestamps", timestamps, options, code);
+    if (p.panel)
+      h5::writeTensor(file.get(), "present", at::cat(p.present).index_select(0, order), options,
+                      code);
+    at::Tensor timestamps = timestampsOf(config, p.panel, indices);
+    if (timestamps.defined()) {
+      h5::writeTensor(file.get(), "timestamps", timestamps, options, code);
+      h5::writeAttribute(file.get(), "time_unit", std::string(timeUnitName(info.timeUnit)), code);
+    }
     h5::writeAttribute(file.get(), "checkpoint", run.path, code);
     h5::writeAttribute(file.get(), "step", run.checkpoint.trainer.step, code);
     h5::writeAttribute(file.get(), "data", config.data.path, code);
@@ -127,6 +144,8 @@ void writePredictions(const std::string& path, const train::TrainedModel& run, c
       h5::writeAttribute(file.get(), "to", config.data.period.to, code);
     }
     h5::writeAttribute(file.get(), "model", run.model->kind(), code);
+    h5::writeAttribute(file.get(), "task", toString(config.model.task), code);
+    h5::writeAttribute(file.get(), "layout", info.layout, code);
     file.close(code, tmp);
   }
   std::filesystem::rename(tmp, path);
@@ -164,6 +183,7 @@ int runPredict(const ParsedArgs& args, dist::Runtime& runtime) {
       c10::Device(c10::kCPU));
   log::get("app").info("predict precision: {}", precision.reason);
   Predictions predictions;
+  predictions.panel = config.data.layout == "panel";
   // Note [Evaluation batch]: --batch, else the largest up to 512 that fits the budget.
   const train::EvalBatchTrial trial{
       *run.model,
@@ -191,8 +211,8 @@ int runPredict(const ParsedArgs& args, dist::Runtime& runtime) {
     predictSplit(*run.model, *data, split, batchSize, chosen.roomBytes, precision.dtype,
                  predictions, progress);
   progress.finish();
-  writePredictions(args.get("out"), run, config, period ? "period" : splitName,
-                   data->info().sampleIdDataset, predictions);
+  writePredictions(args.get("out"), run, config, period ? "period" : splitName, data->info(),
+                   predictions);
   std::int64_t rows = 0;
   for (const auto& t : predictions.indices)
     rows += t.size(0);
