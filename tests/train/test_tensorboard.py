@@ -101,6 +101,8 @@ def expected_scalars(run_dir):
     for record in mbtest.read_metrics(run_dir):
         kind = record.get("event")
         prefix = record.get("split", "val") if kind == "eval" else kind
+        if kind == "baseline":
+            prefix = "baseline_" + record["split"]
         for key, value in record.items():
             if key in ("step", "time") or isinstance(value, str) or isinstance(value, bool):
                 continue
