@@ -15,8 +15,10 @@
 // period), the model kind, the task (regression or classification), the data layout, and with
 // /timestamps their time_unit (data.time_unit: s, ms, us, ns, days, yyyymmdd). `megabatch plot
 // FILE.h5` draws them (src/app/PredictionPlot.cpp).
+#include <array>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <optional>
 
 #include <ATen/Functions.h>
@@ -39,6 +41,7 @@
 #include "model/Model.h"
 #include "model/ModelRegistry.h"
 #include "train/CheckpointModel.h"
+#include "train/judge/Forecasts.h"
 #include "train/memory/EvalBatch.h"
 #include "train/precision/Precision.h"
 
@@ -56,7 +59,9 @@ std::vector<data::Split> splitsFor(const std::string& name) {
 struct Predictions {
   bool panel = false;  // data.layout = panel
   std::vector<at::Tensor> outputs, indices, targets;
-  std::vector<at::Tensor> present;  // panel: [B, N] uint8 per batch
+  std::vector<at::Tensor> present;                          // panel: [B, N] uint8 per batch
+  train::ForecastKind judged = train::ForecastKind::kNone;  // Note [Forecast metrics]
+  std::array<std::vector<at::Tensor>, 3> forecasts;         // by split: per batch
 };
 
 constexpr std::int64_t kPredictBatch = 512;
@@ -79,8 +84,29 @@ void predictSplit(model::Model& model, data::ShardedData& data, data::Split spli
     out.targets.push_back(batch.targets.to(at::kCPU));
     // A panel batch's inputs[1] is its [B, N] mask of present instruments (PanelLayout.h).
     if (out.panel) out.present.push_back(batch.inputs.at(1).to(at::kCPU, at::kByte));
+    if (out.judged != train::ForecastKind::kNone)
+      out.forecasts[static_cast<int>(split)].push_back(
+          train::forecastRows(out.judged, out.outputs.back(), batch));
     progress.advance(end - begin);
   }
+}
+
+// Note [Baselines]: what predict's summary says of each split it predicted.
+void summarise(const Predictions& p, const data::DataInfo& info, const std::string& what,
+               data::Split split) {
+  const std::vector<at::Tensor>& parts = p.forecasts[static_cast<int>(split)];
+  if (parts.empty()) return;
+  const at::Tensor rows = at::cat(parts);
+  const std::map<std::string, double> judged =
+      train::judgeForecasts(p.judged, rows, info, train::lastKnownTargets(rows, info));
+  std::string metrics;
+  for (const auto& [name, value] : judged)
+    if (!train::isBaselineName(name))
+      metrics += fmt::format("{}{} {:.5g}", metrics.empty() ? "" : ", ", name, value);
+  log::get("app").info(
+      "predict {}: {}; baselines on the same samples (skill = 1 - model/"
+      "baseline): {}",
+      what, metrics, train::describeBaselines(judged));
 }
 
 // A panel's dates are its /time, every other layout's times its /timestamps.
@@ -184,6 +210,7 @@ int runPredict(const ParsedArgs& args, dist::Runtime& runtime) {
   log::get("app").info("predict precision: {}", precision.reason);
   Predictions predictions;
   predictions.panel = config.data.layout == "panel";
+  predictions.judged = train::forecastKind(data->info(), config.model.task);
   // Note [Evaluation batch]: --batch, else the largest up to 512 that fits the budget.
   const train::EvalBatchTrial trial{
       *run.model,
@@ -211,6 +238,8 @@ int runPredict(const ParsedArgs& args, dist::Runtime& runtime) {
     predictSplit(*run.model, *data, split, batchSize, chosen.roomBytes, precision.dtype,
                  predictions, progress);
   progress.finish();
+  for (data::Split split : splits)
+    summarise(predictions, data->info(), period ? "period" : data::toString(split), split);
   writePredictions(args.get("out"), run, config, period ? "period" : splitName, data->info(),
                    predictions);
   std::int64_t rows = 0;
