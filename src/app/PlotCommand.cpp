@@ -73,7 +73,7 @@ evals = kinds.get("eval", [])
 plans = kinds.get("memory_plan", [])
 redos = kinds.get("oom_redo", [])
 restarts = kinds.get("restart", [])
-known = {"train", "eval", "memory_plan", "oom_redo", "restart", "checkpoint"}
+known = {"train", "eval", "memory_plan", "oom_redo", "restart", "checkpoint", "baseline"}
 for line_number in torn:
     sys.stderr.write("%s:%d is not a whole JSON record (a run killed mid-write?): skipped\n"
                      % (metrics, line_number))
@@ -114,6 +114,13 @@ for split in sorted({r.get("split", "val") for r in evals}):
     x, y = series([r for r in evals if r.get("split", "val") == split], "loss")
     if x:
         ax["loss"].plot(x, y, "o-", label=split + " loss", lw=1.2)
+# The baselines' MSE on the same samples (docs/evaluation.md): what the val loss must get under.
+for record in kinds.get("baseline", [])[:1]:
+    for name, words, style in (("zero", "zero forecast", ":"), ("mean", "train mean", "-."),
+                               ("last", "last known target", "--")):
+        if number(record.get(name + "_mse")):
+            ax["loss"].axhline(record[name + "_mse"], ls=style, lw=1, color="grey",
+                               label="%s MSE of the %s" % (record.get("split", "val"), words))
 if losses and all(v > 0 for v in losses):
     ax["loss"].set_yscale("log")
 ax["loss"].set_ylabel("loss")

@@ -103,10 +103,8 @@ void summarise(const Predictions& p, const data::DataInfo& info, const std::stri
   for (const auto& [name, value] : judged)
     if (!train::isBaselineName(name))
       metrics += fmt::format("{}{} {:.5g}", metrics.empty() ? "" : ", ", name, value);
-  log::get("app").info(
-      "predict {}: {}; baselines on the same samples (skill = 1 - model/"
-      "baseline): {}",
-      what, metrics, train::describeBaselines(judged));
+  log::get("app").info("{}: {}; baselines on the same samples (skill = 1 - model/baseline): {}",
+                       what, metrics, train::describeBaselines(judged));
 }
 
 // A panel's dates are its /time, every other layout's times its /timestamps.
@@ -239,7 +237,10 @@ int runPredict(const ParsedArgs& args, dist::Runtime& runtime) {
                  predictions, progress);
   progress.finish();
   for (data::Split split : splits)
-    summarise(predictions, data->info(), period ? "period" : data::toString(split), split);
+    summarise(
+        predictions, data->info(),
+        period ? std::string("the period") : "the " + std::string(data::toString(split)) + " split",
+        split);
   writePredictions(args.get("out"), run, config, period ? "period" : splitName, data->info(),
                    predictions);
   std::int64_t rows = 0;

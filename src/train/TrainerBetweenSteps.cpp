@@ -217,7 +217,6 @@ std::map<std::string, double> Trainer::evaluate(data::Split split) {
     baselines.emplace(it->first.substr(prefix.size()), it->second);
     it = results.erase(it);
   }
-  if (!baselines.empty()) recordBaselines(split, samples, baselines);
   if (metrics_) {
     JsonRecord record;
     record.add("event", "eval")
@@ -235,6 +234,8 @@ std::map<std::string, double> Trainer::evaluate(data::Split split) {
     line += fmt::format(" | {} {:.5g}", name, value);
   trainLog().info("eval at step {} on {} {} samples{} ({:.1f} s)", state_.step, samples,
                   data::toString(split), line, secondsSince(start));
+  // After the evaluation's own line, which its progress lines lead up to.
+  if (!baselines.empty()) recordBaselines(split, samples, baselines);
   return results;
 }
 
