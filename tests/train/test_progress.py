@@ -134,12 +134,14 @@ class ProgressTest(mbtest.SeriesTrainingTestCase):
                              % steps)
         done = [int(re.search(r"\((\d+)/%d" % steps, m).group(1)) for _, m in beats]
         self.assertEqual(done, sorted(done))
-        # Between the start of training and its last step line, no 32 s of the clock without a line.
+        # Between the start of training and its last step line, no 35 s of the clock without a line:
+        # 30 s and a slack of 50 ms of real time (on the 100x clock), for a heartbeat thread
+        # that waits for a busy core (a CI run missed 32 s by 21 ms of real time).
         first = next(t for t, _, _, m in lines if m.startswith("training %d steps" % steps))
         last = next(t for t, _, _, m in lines if m.startswith("step %d/%d" % (steps, steps)))
         times = [first] + [t for t, _ in beats] + [last]
         gaps = [(b - a) * scale for a, b in zip(times, times[1:])]
-        self.assertLessEqual(max(gaps), 32.0, gaps)
+        self.assertLessEqual(max(gaps), 35.0, gaps)
 
     def test_the_rank_with_the_most_samples_speaks(self):
         # 3 canonical shards over 2 ranks: the ranks hold different shares of the val split.
