@@ -122,23 +122,20 @@ void printBaselines(const std::map<std::string, double>& metrics, const std::str
     auto it = metrics.find(prefix + name);
     return it == metrics.end() ? std::nullopt : std::optional<double>(it->second);
   };
-  struct Shown {
-    std::string name, metric, words;
+  // Each baseline's own figure in words ("train mean (0.0123)"), beside its name.
+  const auto detail = [&](const std::string& name) -> std::string {
+    if (name == "mean" && info.trainTargetMean.size() == 1)
+      return fmt::format(" ({:.4g})", info.trainTargetMean[0]);
+    if (name == "last") return fmt::format(" ({} ahead)", info.horizon);
+    return "";
   };
-  std::string mean = "train mean";
-  if (info.trainTargetMean.size() == 1) mean += fmt::format(" ({:.4g})", info.trainTargetMean[0]);
-  const std::vector<Shown> shown{
-      {"zero", "mse", "zero forecast"},
-      {"mean", "mse", mean},
-      {"last", "mse", fmt::format("last known target ({} ahead)", info.horizon)},
-      {"majority", "accuracy", "majority class"},
-      {"prior", "log_loss", "class frequencies"}};
   std::string lines;
-  for (const auto& s : shown) {
-    const std::optional<double> score = value("baseline_" + s.name + "_" + s.metric);
+  for (const train::Baseline& b : train::baselines()) {
+    const std::string name = std::string("baseline_") + b.name + "_";
+    const std::optional<double> score = value(name + b.metric);
     if (!score) continue;
-    const std::optional<double> skill = value("baseline_" + s.name + "_skill");
-    lines += fmt::format("    {:<32} {} {:<10.6g}", s.words, s.metric, *score);
+    const std::optional<double> skill = value(name + "skill");
+    lines += fmt::format("    {:<32} {} {:<10.6g}", b.words + detail(b.name), b.metric, *score);
     if (skill) lines += fmt::format(" skill {:+.4f}", *skill);
     lines += "\n";
   }

@@ -352,17 +352,18 @@ bool isBaselineName(const std::string& name) {
   return str::startsWith(name, "baseline_");
 }
 
+const std::vector<Baseline>& baselines() {
+  static const std::vector<Baseline> all{{"zero", "mse", "zero forecast"},
+                                         {"mean", "mse", "train mean"},
+                                         {"last", "mse", "last known target"},
+                                         {"majority", "accuracy", "majority class"},
+                                         {"prior", "log_loss", "class frequencies"}};
+  return all;
+}
+
 std::string describeBaselines(const std::map<std::string, double>& baselines) {
-  struct Named {
-    const char *name, *metric, *words;
-  };
-  constexpr Named kNamed[] = {{"zero", "mse", "zero forecast"},
-                              {"mean", "mse", "train mean"},
-                              {"last", "mse", "last known target"},
-                              {"majority", "accuracy", "majority class"},
-                              {"prior", "log_loss", "class frequencies"}};
   std::string text;
-  for (const Named& n : kNamed) {
+  for (const Baseline& n : train::baselines()) {
     const std::string prefix = std::string("baseline_") + n.name + "_";
     auto score = baselines.find(prefix + n.metric);
     if (score == baselines.end()) continue;

@@ -84,6 +84,15 @@ std::map<std::string, double> judgeForecasts(ForecastKind kind, const at::Tensor
 
 // "baseline_zero_mse" and the like: what metrics.jsonl records as a baseline event.
 bool isBaselineName(const std::string& name);
+
+// Note [Baselines], in the order they are shown: each is scored as "baseline_<name>_<metric>",
+// with its skill as "baseline_<name>_skill".
+struct Baseline {
+  const char* name;    // "zero"
+  const char* metric;  // "mse"
+  const char* words;   // "zero forecast"
+};
+const std::vector<Baseline>& baselines();
 // Baselines (names without a split prefix) in words, for a log line: "zero forecast mse 0.975
 // (skill -0.0138), train mean mse 1.79 (skill +0.448)".
 std::string describeBaselines(const std::map<std::string, double>& baselines);

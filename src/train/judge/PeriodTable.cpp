@@ -54,13 +54,6 @@ std::vector<std::pair<std::string, std::string>> shownColumns(ForecastKind kind)
   return columns;
 }
 
-const std::vector<std::pair<std::string, std::string>> kBaselines{
-    {"zero", "the zero forecast"},
-    {"mean", "the train mean"},
-    {"last", "the last known target"},
-    {"majority", "the majority class"},
-    {"prior", "the class frequencies"}};
-
 }  // namespace
 
 std::optional<Period> periodNamed(const std::string& name) {
@@ -146,8 +139,8 @@ std::string periodTableText(const std::vector<PeriodRow>& table, ForecastKind ki
     }
     text += "\n";
   }
-  for (const auto& [name, words] : kBaselines) {
-    const std::string skill = "baseline_" + name + "_skill";
+  for (const Baseline& baseline : baselines()) {
+    const std::string skill = std::string("baseline_") + baseline.name + "_skill";
     if (!present.count(skill)) continue;
     std::int64_t beaten = 0, judged = 0;
     for (const auto& row : table) {
@@ -156,8 +149,9 @@ std::string periodTableText(const std::vector<PeriodRow>& table, ForecastKind ki
       ++judged;
       beaten += it->second > 0 ? 1 : 0;
     }
-    text += fmt::format("  the model beat {} in {} of {} {}s ({:.0f}%)\n", words, beaten, judged,
-                        periodName(period), judged ? 100.0 * beaten / judged : 0.0);
+    text += fmt::format("  the model beat {} in {} of {} {}s ({:.0f}%)\n",
+                        std::string("the ") + baseline.words, beaten, judged, periodName(period),
+                        judged ? 100.0 * beaten / judged : 0.0);
   }
   return text;
 }
