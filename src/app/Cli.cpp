@@ -12,6 +12,7 @@
 #include "common/OutOfMemory.h"
 #include "common/Strings.h"
 #include "common/TorchCompat.h"
+#include "dist/CpuThreads.h"
 #include "dist/Runtime.h"
 #include "megabatch/Version.h"
 #include "model/ModelRegistry.h"
@@ -339,6 +340,7 @@ long ParsedArgs::getInt(const std::string& name, long fallback) const {
 }
 
 int main(int argc, char** argv) {
+  dist::takeOpenMpWaitChoice();  // before any thread starts: it edits the environment
   keepFreedHostMemory();
   model::handKindsToConfig();
   if (argc < 2) {

@@ -181,6 +181,7 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
   dist::agreed(runtime.control(), "loading the checkpoint",
                [&] { run = train::loadTrainedModel(args.get("checkpoint"), args.positionals); });
   Config config = run.config;
+  runtime.useCpuThreads(config.train.threads, "app");
   if (args.has("data")) config.data.path = args.get("data");
   // Any canonical shard count works for evaluation; one per rank keeps the load small.
   config.data.canonicalShards = runtime.size();

@@ -192,6 +192,7 @@ int runPredict(const ParsedArgs& args, dist::Runtime& runtime) {
     throw ConfigError(run.path + " holds a " + run.config.model.kind +
                       " language model: use megabatch sample to generate from it");
   Config config = run.config;
+  runtime.useCpuThreads(config.train.threads, "app");
   config.data.path = args.get("data");
   config.data.canonicalShards = 1;
   config.data.residency = Residency::kHost;  // the train split in time order must be resident

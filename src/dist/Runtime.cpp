@@ -11,11 +11,13 @@
 #include <mpi.h>
 
 #include <ATen/Functions.h>
+#include <ATen/Parallel.h>
 
 #include "common/Environment.h"
 #include "common/Log.h"
 #include "common/Strings.h"
 #include "dist/Agreement.h"
+#include "dist/CpuThreads.h"
 #include "dist/Heartbeat.h"
 #include "dist/MpiCheck.h"
 #include "dist/MpiCommunicator.h"
@@ -158,15 +160,20 @@ int Runtime::selectCudaDevice(int visibleGpus) {
 }
 
 int Runtime::cpuThreadsPerRank(std::int64_t configured) const {
-  if (configured > 0) return static_cast<int>(configured);
-  int online = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  int allowed = online;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) allowed = std::max(1, CPU_COUNT(&set));
-  // A launcher that bound this rank to some CPUs has already divided the node.
-  if (allowed < online) return allowed;
-  return std::max(1, allowed / std::max(1, topology_.localSize));
+  return chooseThreads(configured, topology_.localSize, CpuBudget::read()).threads;
+}
+
+int Runtime::useCpuThreads(std::int64_t configured, const std::string& logger) const {
+  CpuBudget budget = CpuBudget::read();
+  if (configured <= 0 && budget.ompNumThreads.empty())
+    budget.othersRunnable = CpuBudget::sampleOthers(topology_.localSize);
+  const ThreadChoice choice = chooseThreads(configured, topology_.localSize, budget);
+  at::set_num_threads(choice.threads);
+  if (rank() == 0)
+    log::get(logger).info(
+        "{} CPU thread(s) per rank, from {}{}", choice.threads, choice.why,
+        choice.threads > 1 ? "; idle threads wait with " + takeOpenMpWaitChoice() : std::string());
+  return choice.threads;
 }
 
 void Runtime::abortJob(int code) {

@@ -58,9 +58,12 @@ class Runtime {
   int selectCudaDevice(int visibleGpus);
 
   // Intra-op CPU threads for this rank: `configured` when > 0 (train.threads), else the CPUs
-  // this process may run on divided by the ranks on this node (when the launcher bound the
-  // process to a subset of CPUs, that subset is already its share). Never less than 1.
+  // this process may use divided by the ranks on this node (Note [CPU threads on a busy
+  // machine] in dist/CpuThreads.h). Never less than 1.
   int cpuThreadsPerRank(std::int64_t configured) const;
+  // Sets LibTorch's intra-op threads to cpuThreadsPerRank(configured); rank 0 logs to `logger`
+  // one line saying how many, why, and how idle threads wait. Returns the count.
+  int useCpuThreads(std::int64_t configured, const std::string& logger) const;
 
   // Ends every rank now with `code` (MPI_Abort under a launcher). For errors that could not be
   // agreed on, e.g. an exception in the middle of a collective step.

@@ -155,7 +155,7 @@ void Trainer::logStep(const StepResult& step, Window& window, bool lineDue) {
       1000.0 * stepSeconds, split, utilisationPart,
       betweenStepsPart(window.evalSeconds, window.checkpointSeconds), str::humanDuration(remaining),
       str::humanBytes(static_cast<double>(processMemoryBytes())));
-  pace_->judgeWindow(dataShare, commShare);
+  pace_->judgeWindow(dataShare, commShare, stepSeconds);
   window = Window();
   checks_->startWindow();
 }

@@ -91,10 +91,8 @@ void Trainer::setUpDevice() {
           "(train.loss_scale.*)",
           s.init, s.growthFactor, s.growthInterval, s.backoffFactor);
   }
-  int threads = runtime_.cpuThreadsPerRank(config_.train.threads);
-  at::set_num_threads(threads);
-  trainLog().info("device {}, {} CPU threads per rank, {} rank(s)", device_.str(), threads,
-                  runtime_.size());
+  const int threads = runtime_.useCpuThreads(config_.train.threads, "train");
+  trainLog().info("device {}, {} rank(s)", device_.str(), runtime_.size());
   dataComm_ = runtime_.makeDataCommunicator(config_.dist.backend, useCuda ? "cuda" : "cpu",
                                             useCuda ? device_.index() : -1);
   at::manual_seed(static_cast<std::uint64_t>(config_.train.seed) * 1000003ULL + runtime_.rank());
@@ -104,7 +102,8 @@ void Trainer::setUpDevice() {
   if (isRoot()) utilisation = GpuUtilisation::open(device_, why);
   if (!why.empty()) trainLog().warn("GPU utilisation is not reported: {}", why);
   pace_ =
-      std::make_unique<PaceWatch>(config_.train, isRoot(), runtime_.size(), std::move(utilisation));
+      std::make_unique<PaceWatch>(config_.train, isRoot(), runtime_.size(),
+                                  threads * runtime_.topology().localSize, std::move(utilisation));
 }
 
 void Trainer::warnIfCpuPrecisionIsSlow() {

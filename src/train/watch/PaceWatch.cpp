@@ -8,13 +8,14 @@
 #include "train/watch/TrainLog.h"
 
 namespace mb::train {
-PaceWatch::PaceWatch(const TrainConfig& train, bool isRoot, int worldSize,
+PaceWatch::PaceWatch(const TrainConfig& train, bool isRoot, int worldSize, int coresUsed,
                      std::unique_ptr<GpuUtilisation> utilisation)
     : train_(train),
       isRoot_(isRoot),
       worldSize_(worldSize),
       utilisation_(std::move(utilisation)),
-      starvation_(train.gpuUtilWarn) {}
+      starvation_(train.gpuUtilWarn),
+      contention_(coresUsed) {}
 
 PaceWatch::~PaceWatch() = default;
 
@@ -35,7 +36,12 @@ std::string PaceWatch::gpuPart(const std::string& split, double& utilisation) {
 }
 
 // On the first slow window and then every 20th.
-void PaceWatch::judgeWindow(double dataShare, double communicationShare) {
+void PaceWatch::judgeWindow(double dataShare, double communicationShare, double stepSeconds) {
+  if (isRoot_) {
+    const std::string contention =
+        contention_.window(stepSeconds, dist::CpuContentionWatch::runnableNow());
+    if (!contention.empty()) trainLog().warn("busy CPU: {}", contention);
+  }
   const bool slowData = dataShare > 0.10;
   const bool slowComm = communicationShare > 0.10 && worldSize_ > 1;
   if (!isRoot_ || !(slowData || slowComm) || slowWindows_++ % 20 != 0) return;
