@@ -5,6 +5,9 @@ endforeach()
 mb_add_python_test(cli cli/test_cli.py)
 mb_add_python_test(plot cli/test_plot.py TIMEOUT 300)
 mb_add_python_test(prediction_plot cli/test_prediction_plot.py TIMEOUT 300)
+# Starts CPU burners on every core: it runs alone.
+mb_add_python_test(cpu_threads cli/test_cpu_threads.py TIMEOUT 300)
+set_tests_properties(py.cpu_threads PROPERTIES PROCESSORS 2)
 mb_add_python_test(doc_commands docs/test_doc_commands.py TIMEOUT 600 LABEL docs)
 
 include(${CMAKE_CURRENT_SOURCE_DIR}/dist/Tests.cmake OPTIONAL)

@@ -5,9 +5,10 @@ core. Variants alternate their order from one repeat to the next.
 
 Variants (OMP_WAIT_POLICY, GOMP_SPINCOUNT and KMP_BLOCKTIME are removed from the environment
 first, so that each variant sets only its own):
-  chosen   1 x cores, no OpenMP variable: what megabatch chooses by itself
-  spin     1 x cores, GOMP_SPINCOUNT=300000: libgomp's own default (the behaviour before
-           megabatch chose a policy)
+  chosen   1 rank, no train.threads and no OpenMP variable: what megabatch chooses by itself
+           (threads from the CPUs it may use and the load at start, and its wait policy)
+  spin     1 x cores, GOMP_SPINCOUNT=300000: libgomp's own default spin, on every core: what
+           megabatch 0.1.0 did by default
   passive  1 x cores, OMP_WAIT_POLICY=passive
   short    1 x cores, GOMP_SPINCOUNT=--short-spin
   1thread  1 x 1 (train.threads=1)
@@ -41,9 +42,9 @@ def variants(cores, short_spin):
     """name -> (ranks, train.threads or None for the default, extra environment)"""
     return {
         "chosen": (1, None, {}),
-        "spin": (1, None, {"GOMP_SPINCOUNT": "300000"}),
-        "passive": (1, None, {"OMP_WAIT_POLICY": "passive"}),
-        "short": (1, None, {"GOMP_SPINCOUNT": str(short_spin)}),
+        "spin": (1, cores, {"GOMP_SPINCOUNT": "300000"}),
+        "passive": (1, cores, {"OMP_WAIT_POLICY": "passive"}),
+        "short": (1, cores, {"GOMP_SPINCOUNT": str(short_spin)}),
         "1thread": (1, 1, {}),
         "ranks": (cores, 1, {}),
     }
@@ -63,11 +64,14 @@ def step_ms(binary, model, data, variant, steps, log_every, run_dir):
                 "--bind-to", "none"] + args
     env = {k: v for k, v in os.environ.items() if k not in POLICY_VARIABLES}
     env.update(extra, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.run(args, check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          env=env, universal_newlines=True)
+    threads_line = [line for line in proc.stdout.splitlines() if "CPU thread(s) per rank" in line]
+    threads_used = int(threads_line[0].split("] info: ")[1].split()[0]) if threads_line else 0
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         records = [json.loads(line) for line in f if line.strip()]
     windows = [r for r in records if r["event"] == "train"][1:]
-    return statistics.median(1000.0 * r["step_time_s"] for r in windows)
+    return statistics.median(1000.0 * r["step_time_s"] for r in windows), threads_used
 
 
 def start_burners(count):
@@ -85,16 +89,19 @@ def run_phase(name, binary, model, data, chosen, args, workdir):
     steps, log_every = (args.loaded_steps, args.loaded_log_every) if name == "loaded" else (
         args.steps, args.log_every)
     times = {v: [] for v in chosen}
+    threads = {v: [] for v in chosen}
     names = list(chosen)
     for r in range(args.repeats):
         order = names[r % len(names):] + names[:r % len(names)]
         for v in order:
             run_dir = os.path.join(workdir, "%s-%s-%s-%d" % (model, name, v, r))
-            times[v].append(step_ms(binary, model, data, chosen[v], steps, log_every, run_dir))
+            ms, used = step_ms(binary, model, data, chosen[v], steps, log_every, run_dir)
+            times[v].append(ms)
+            threads[v].append(used)
         print("%-4s %-6s repeat %d: %s; load %s" % (
-            model, name, r, ", ".join("%s %.1f" % (v, times[v][-1]) for v in names),
+            model, name, r, ", ".join("%s %.1f (%dt)" % (v, times[v][-1], threads[v][-1]) for v in names),
             "/".join(str(x) for x in benchlib.load_average())), flush=True)
-    return times
+    return times, threads
 
 
 def summarise(model, phase, times, reference):
@@ -137,7 +144,7 @@ def main():
         for phase in args.phases.split(","):
             burners = start_burners(cores) if phase == "loaded" else []
             try:
-                times = run_phase(phase, binary, model, data, chosen, args, workdir)
+                times, threads = run_phase(phase, binary, model, data, chosen, args, workdir)
             finally:
                 stop_burners(burners)
             if phase == "idle":
@@ -145,6 +152,7 @@ def main():
             reference = "spin" if phase == "idle" else "1thread"
             if reference in times:
                 result["models"][model][phase] = summarise(model, phase, times, reference)
+                result["models"][model][phase]["threads"] = threads
     benchlib.finish("busy_cpu", result, host, args.out)
 
 
