@@ -198,7 +198,7 @@ struct TrainConfig {
   std::int64_t seed = 1234;
   DeviceKind device = DeviceKind::kAuto;
   HostSync hostSync = HostSync::kAuto;  // auto: every step on CPU, at log steps on CUDA
-  std::int64_t threads = 0;  // intra-op CPU threads per rank; 0 = cores / ranks on the node
+  std::int64_t threads = 0;  // intra-op CPU threads per rank; 0 = chosen (dist/CpuThreads.h)
   // MiB: warn when the resident set size (RSS) of the process grows by more than this during
   // an epoch. RSS is host memory, also on CUDA: device memory is not counted.
   double memoryGrowthWarnMb = 256;

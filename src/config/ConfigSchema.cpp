@@ -308,7 +308,8 @@ std::vector<ConfigField> buildFields() {
                "when the host reads the gradient norm: step, log (the update is masked on the "
                "device; bad steps are counted at log steps), auto (step on CPU, log on CUDA)"),
       MB_FIELD("train.threads", train.threads,
-               "CPU threads per rank; 0 = cores / ranks on the node", {"num_threads"}),
+               "CPU threads per rank; 0 = the CPUs this rank may use (docs/operations.md)",
+               {"num_threads"}),
       MB_FIELD("train.recompute", train.recompute,
                "recompute activations in the backward pass instead of keeping them: none, "
                "blocks (every train.recompute_every-th segment: a transformer block) or full "

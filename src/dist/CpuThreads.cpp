@@ -39,7 +39,9 @@ const char* findVariable(char** envp, const char* name) {
 }
 
 // Why the last re-execution failed (errno), for the start line; 0 when it was not tried.
+// Plain ints: set in the .preinit_array, before any dynamic initialiser could reset them.
 int reexecError = 0;
+int underValgrind = 0;
 
 }  // namespace
 
@@ -47,6 +49,12 @@ void chooseOpenMpWaitPolicy(int /*argc*/, char** argv, char** envp) {
   if (envp == nullptr || argv == nullptr || findVariable(envp, kMarker) != nullptr) return;
   for (const char* name : kUserVariables)
     if (findVariable(envp, name) != nullptr) return;  // the user's choice wins
+  // Under valgrind /proc/self/exe is valgrind itself; its preload library gives it away.
+  const char* preload = findVariable(envp, "LD_PRELOAD");
+  if (preload != nullptr && std::strstr(preload, "vgpreload") != nullptr) {
+    underValgrind = 1;
+    return;
+  }
   static char* environment[kMaxEnvironment];
   std::size_t count = 0;
   while (envp[count] != nullptr) {
@@ -84,7 +92,9 @@ const std::string& takeOpenMpWaitChoice() {
           "{}); set {} yourself on a machine shared with other work",
           std::strerror(reexecError), spinVariable);
     return std::string(
-        "the OpenMP runtime's default (megabatch was not started as its own executable)");
+        underValgrind != 0
+            ? "the OpenMP runtime's default (megabatch runs under valgrind)"
+            : "the OpenMP runtime's default (not started as the megabatch executable)");
   }();
   return choice;
 }

@@ -8,7 +8,7 @@
 // threads spin for GOMP_SPINCOUNT iterations (300,000 by default, milliseconds of a core) before
 // they sleep. On a machine of its own that saves a wake-up per region; when other processes want
 // the same cores, each spinning thread holds a core the thread it waits for cannot get, and a
-// step takes 6-45x longer than with one thread (docs/benchmarks.md, "A busy CPU").
+// step takes up to 85x longer than with one thread (docs/benchmarks.md, "A busy CPU").
 //
 // The wait policy: libgomp reads OMP_WAIT_POLICY and GOMP_SPINCOUNT once, in its library
 // initialiser, before main() and with no API to change them later. So the executable's
@@ -29,7 +29,7 @@
 // beyond the CPUs outside this process's share. A team of threads on cores that other work holds
 // is slower than one thread: each parallel region ends at a barrier that waits for the thread
 // the scheduler put aside, and the wait policy cannot help that (the demo LSTM under a burner on
-// each of 2 cores: 23 ms a step on 1 thread, 70 ms on 2 passive threads, 308 ms on 2 threads
+// each of 2 cores: 30 ms a step on 1 thread, 136 ms on 2 passive threads, 834 ms on 2 threads
 // with a short spin). The count then stays fixed for the run, so its results do not depend on
 // when other work came and went; CpuContentionWatch says when it arrives later.
 // train.threads > 0 wins, then the user's OMP_NUM_THREADS.
