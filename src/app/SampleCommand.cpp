@@ -47,6 +47,7 @@ int runSample(const ParsedArgs& args, dist::Runtime& runtime) {
   }
   if (runtime.rank() != 0) return 0;  // generation is a single-process job
   train::TrainedModel run = train::loadTrainedModel(args.get("checkpoint"), {});
+  runtime.useCpuThreads(run.config.train.threads, "app");
   if (!model::modelKind(run.config.model.kind).languageModel)
     throw ConfigError(run.path + " holds a " + run.model->kind() +
                       " model; megabatch sample needs a language model (model.kind = gpt)");

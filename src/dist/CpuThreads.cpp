@@ -42,19 +42,52 @@ const char* findVariable(char** envp, const char* name) {
 // Plain ints: set in the .preinit_array, before any dynamic initialiser could reset them.
 int reexecError = 0;
 int underValgrind = 0;
+const char* notNeeded = nullptr;  // why no wait policy was set: one thread cannot spin at others
+
+// The commands whose threads do the work; every other command starts once, at no extra cost.
+bool computes(const char* command) {
+  for (const char* name : {"train", "eval", "predict", "sample"})
+    if (command != nullptr && std::strcmp(command, name) == 0) return true;
+  return false;
+}
 
 }  // namespace
 
-void chooseOpenMpWaitPolicy(int /*argc*/, char** argv, char** envp) {
+void chooseOpenMpWaitPolicy(int argc, char** argv, char** envp) {
   if (envp == nullptr || argv == nullptr || findVariable(envp, kMarker) != nullptr) return;
   for (const char* name : kUserVariables)
     if (findVariable(envp, name) != nullptr) return;  // the user's choice wins
+  if (argc < 2 || !computes(argv[1])) return;
+  // Re-executing costs about 0.3 s (LibTorch's libraries are mapped and relocated twice), so it
+  // is skipped where the team has one thread. More threads than CPUs make libgomp spin briefly
+  // by itself.
+  const char* ompThreads = findVariable(envp, "OMP_NUM_THREADS");
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (ompThreads != nullptr && std::strcmp(ompThreads, "1") == 0) {
+    notNeeded = "OMP_NUM_THREADS=1";
+    return;
+  }
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) <= 1) {
+    notNeeded = "one CPU in the affinity mask";
+    return;
+  }
   // Under valgrind /proc/self/exe is valgrind itself; its preload library gives it away.
   const char* preload = findVariable(envp, "LD_PRELOAD");
   if (preload != nullptr && std::strstr(preload, "vgpreload") != nullptr) {
     underValgrind = 1;
     return;
   }
+  // Started through the dynamic loader (`ld.so ./megabatch ...`), /proc/self/exe is the loader,
+  // which would take argv[1] for the program.
+  char self[4096];
+  const ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (length <= 0) {
+    reexecError = errno;  // no /proc: say so at start
+    return;
+  }
+  self[length] = '\0';
+  if (std::strstr(self, "/ld-linux") != nullptr || std::strstr(self, "/ld.so") != nullptr) return;
   static char* environment[kMaxEnvironment];
   std::size_t count = 0;
   while (envp[count] != nullptr) {
@@ -86,6 +119,11 @@ const std::string& takeOpenMpWaitChoice() {
       if (const char* value = std::getenv(name))
         yours += fmt::format("{}{}={}", yours.empty() ? "" : ", ", name, value);
     if (!yours.empty()) return "yours: " + yours;
+    if (notNeeded != nullptr)
+      return fmt::format(
+          "the OpenMP runtime's default (megabatch sets a short spin only when it "
+          "expects more than one thread, and started with {})",
+          notNeeded);
     if (reexecError != 0)
       return fmt::format(
           "the OpenMP runtime's default (re-executing /proc/self/exe with a short spin failed: "

@@ -14,12 +14,14 @@
 // initialiser, before main() and with no API to change them later. So the executable's
 // .preinit_array (which runs before any shared library's initialiser) calls
 // chooseOpenMpWaitPolicy(), which re-executes /proc/self/exe with GOMP_SPINCOUNT and
-// KMP_BLOCKTIME (Intel's runtime) set to a short spin: about 25 ms of dynamic linking, and the
-// same PID, so mpirun, SLURM and signals see one process. A user who sets OMP_WAIT_POLICY,
-// GOMP_SPINCOUNT or KMP_BLOCKTIME keeps theirs (nothing is re-executed). The short spin keeps
-// the idle machine's speed (a wake-up costs more than 10,000 spins) and gives a busy core back
-// within microseconds. takeOpenMpWaitChoice() then removes megabatch's variables from the
-// environment, so programs megabatch starts see the user's own.
+// KMP_BLOCKTIME (Intel's runtime) set to a short spin. The process keeps its PID, so mpirun,
+// SLURM and signals see one process; mapping and relocating LibTorch again costs about 0.3 s.
+// So only train, eval, predict and sample re-execute, and not with OMP_NUM_THREADS=1 or one CPU
+// in the affinity mask (one thread never waits for another; more threads than CPUs make libgomp
+// spin briefly by itself). A user who sets OMP_WAIT_POLICY, GOMP_SPINCOUNT or KMP_BLOCKTIME
+// keeps theirs. The short spin keeps the idle machine's speed (docs/benchmarks.md: 1.01-1.02x)
+// and gives a busy core back within microseconds. takeOpenMpWaitChoice() then removes
+// megabatch's variables from the environment, so programs megabatch starts see the user's own.
 //
 // The thread count (train.threads: 0): the CPUs this process may run on (its affinity mask),
 // capped by the cgroup's CPU quota (cgroup v2 cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us,

@@ -1,6 +1,6 @@
 """CPU threads on a busy machine (Note [CPU threads on a busy machine] in src/dist/CpuThreads.h),
 on the real system: the OpenMP runtime gets megabatch's short spin (libgomp's own OMP_DISPLAY_ENV
-report shows it) unless the user chose a wait policy; the thread count follows the affinity mask
+report shows it) unless the user chose a wait policy or one thread is expected; the thread count follows the affinity mask
 (taskset), a cgroup CPU quota (where this machine lets the test make a cgroup), and the cores
 other processes keep busy at start; eval and predict choose as train does; and a run whose cores
 are taken mid-run says so once. The rules themselves are unit-tested in
@@ -74,6 +74,12 @@ class CpuThreadsTest(mbtest.SeriesTrainingTestCase):
         self.assertIn("idle threads wait with yours: OMP_WAIT_POLICY=passive", thread_line(r.output))
         r = self.train(self.path("count"), "train.threads=2", env={"GOMP_SPINCOUNT": "777"})
         self.assertIn("yours: GOMP_SPINCOUNT=777", thread_line(r.output))
+        # One thread expected: no re-execution (it costs a start-up), and the line says why.
+        r = self.train(self.path("one"), "train.threads=2",
+                       env={"OMP_DISPLAY_ENV": "verbose", "OMP_NUM_THREADS": "1"})
+        self.assertIn("GOMP_SPINCOUNT = '300000'", r.output)
+        self.assertIn("sets a short spin only when it expects more than one thread, and started "
+                      "with OMP_NUM_THREADS=1", thread_line(r.output))
 
     @unittest.skipIf(CPUS < 2 or not shutil.which("taskset"), "needs taskset and 2 or more CPUs")
     def test_train_eval_and_predict_use_the_cpus_of_their_affinity_mask(self):
