@@ -1,12 +1,10 @@
 #include "dist/Runtime.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
 #include <mpi.h>
 
