@@ -297,6 +297,7 @@ Trainer::StepResult Trainer::trainStep() {
     const StepVote vote =
         voteAfterGradients(control(), mine.leftEarly, mine.ranOut ? runtime_.rank() : -1,
                            isRoot() && schedule_->checkpointTimeDue());
+    phases_->mark(Phase::kCommunication);  // Note [Step phases]: the vote waits for the ranks
     result.stopSignal = vote.stopSignal;
     result.checkpointDue = vote.checkpointDue;
     if (vote.stopSignal != 0 && (vote.incomplete || vote.rankThatRanOut >= 0)) {

@@ -71,7 +71,9 @@ void Trainer::logStep(const StepResult& step, Window& window, bool lineDue) {
 
   // One host sync and one small all-reduce per log line, never per step.
   at::Tensor loss = window.lossSum.to(at::kCPU, at::kDouble).reshape({1});
+  phases_->start();  // Note [Step phases]: the wait for the other ranks is communication
   control().allReduce(loss, dist::ReduceOp::kSum, "metrics");
+  phases_->mark(Phase::kCommunication);
   const double meanLoss = loss.item<double>() / static_cast<double>(window.steps);
   // The steps' own time: the window's wall time less its evaluations and checkpoints, which
   // are reported beside it (Note [Step phases]).

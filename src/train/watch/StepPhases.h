@@ -5,8 +5,10 @@
 // A step is split into four phases, marked by the trainer as they end:
 //   data              gathering the micro-batches (ShardedData::trainBatch)
 //   forward_backward  the forward passes, losses and backward passes
-//   communication     waiting for the last gradient buckets' all-reduce after backward
-//                     (the exposed part; buckets that finished during backward cost nothing here)
+//   communication     waiting for the other ranks: the last gradient buckets' all-reduce after
+//                     backward (the exposed part; buckets that finished during backward cost
+//                     nothing here), the step vote, and a log line's metrics all-reduce. A link
+//                     that stalls shows here whichever of them it stalls.
 //   optimizer         the gradient norm, clipping, the update and zeroing the gradients
 // On the CPU a phase is the host time between its marks. On CUDA the host only queues work,
 // so host clocks would time the queueing: there each mark records a CUDA event on the compute
@@ -14,8 +16,8 @@
 // line collects them (which waits for the last event; nothing waits in the step itself).
 // The log line's step time is the wall time of its window less the evaluations and checkpoints
 // run between its steps (reported beside it, as Lightning and torchtitan leave validation out
-// of throughput); what the four phases leave of it is `other` (the stop-flag and metrics
-// all-reduces, the carried states, logging), so the parts of a line add up to its step time.
+// of throughput); what the four phases leave of it is `other` (the carried states, logging),
+// so the parts of a line add up to its step time.
 #include <memory>
 
 #include <c10/core/Device.h>
