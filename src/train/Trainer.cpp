@@ -162,7 +162,7 @@ RunOutcome Trainer::run() {
   if (config_.train.memoryPlan) planMemory(rssAtStart);
 
   progress_ = std::make_unique<ProgressBar>(config_.run.progress, isRoot());
-  Window window;
+  window_.startClock();  // the time before the step loop is not a step's
   bool epochStarted = false;
   std::optional<RestartInfo> restart = isRoot() ? restartFromEnvironment() : std::nullopt;
   const std::int64_t startStep = state_.step;
@@ -208,7 +208,7 @@ RunOutcome Trainer::run() {
     if (dist::trainingFaults().stopAfter(state_.step)) requestStop(SIGTERM);
 
     const Schedule::AfterStep after = schedule_->afterStep(state_);  // Note [Training schedule]
-    logStep(step, window, after.log);
+    logStep(step, after.log);
     progress_->update(state_.step, schedule_->totalSteps(), step.samples, lastStepLr());
     // MEGABATCH_FAULT_DIE_STEP (FaultInjection.h): a dead rank, once the step is logged.
     if (dist::trainingFaults().dieAfter(state_.step, runtime_.rank())) std::raise(SIGKILL);
@@ -234,7 +234,7 @@ RunOutcome Trainer::run() {
     // the resumed run.
     if (after.evaluate) state_.evalPendingStep = state_.step;
     if (after.checkpoint || step.checkpointDue) {
-      const BetweenStepsTimer timer(window.checkpointSeconds);
+      const BetweenStepsTimer timer(window_.checkpointSeconds);
       saveCheckpoint(after.last         ? "end of training"
                      : after.checkpoint ? "scheduled"
                                         : "run.checkpoint_every_s");
@@ -248,7 +248,7 @@ RunOutcome Trainer::run() {
       break;
     }
     if (after.evaluate) {
-      const BetweenStepsTimer timer(window.evalSeconds);
+      const BetweenStepsTimer timer(window_.evalSeconds);
       outcome = outcomeOf(evaluateAndRecord());
     }
   }

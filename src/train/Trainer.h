@@ -21,6 +21,7 @@
 #include "data/DataInfo.h"
 #include "train/Signals.h"
 #include "train/checkpoints/Checkpoint.h"
+#include "train/watch/LogWindow.h"
 #include "train/watch/Progress.h"
 #include "train/watch/StepProfiler.h"
 
@@ -89,16 +90,6 @@ class Trainer {
     std::int64_t total = 0;
   };
   // Rolling statistics between two log lines.
-  struct Window {
-    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-    std::int64_t steps = 0;
-    std::int64_t samples = 0;
-    at::Tensor lossSum;  // sum over steps of this rank's normalised loss contribution
-    // Wall time of the work between this window's steps: evaluations and checkpoints. It is
-    // left out of the step time and samples/s (Note [Step phases]).
-    double evalSeconds = 0;
-    double checkpointSeconds = 0;
-  };
   void setUpDevice();
   void warnIfCpuPrecisionIsSlow();  // Note [CPU precision]
   bool autoOnCpu() const;           // train.precision = auto, training on the CPU
@@ -139,8 +130,8 @@ class Trainer {
   void saveCheckpoint(const char* reason);
   // Rank 0 only; `extra` from CarriedStates::gather() (collective).
   CheckpointContent snapshot(NamedTensors extra) const;
-  // Adds the step to the window; writes the log line and metrics record when `lineDue`.
-  void logStep(const StepResult& step, Window& window, bool lineDue);
+  // Adds the step to window_; writes the log line and metrics record when `lineDue`.
+  void logStep(const StepResult& step, bool lineDue);
   void logModelStatistics() const;
 
   // The learning rate of the step about to run (0-based index state_.step: what the optimizer
@@ -174,6 +165,7 @@ class Trainer {
   std::unique_ptr<PaceWatch> pace_;         // warnings: starved, slow, growing
   std::unique_ptr<StepChecks> checks_;      // Note [Step checks]
   TrainerState state_;
+  LogWindow window_;  // the steps since the last log line (Note [Log windows across a resume])
   // Rank 0: the checkpoint resumed from; the run's origin and the data changes a resume
   // accepted, carried into every checkpoint (Note [Warm starts], Note [Data continuity]).
   std::string resumedFrom_;

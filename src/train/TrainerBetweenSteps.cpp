@@ -62,10 +62,9 @@ std::string betweenStepsPart(double evalSeconds, double checkpointSeconds) {
 
 }  // namespace
 
-void Trainer::logStep(const StepResult& step, Window& window, bool lineDue) {
-  window.steps += 1;
-  window.samples += step.samples;
-  window.lossSum = window.lossSum.defined() ? window.lossSum + step.loss : step.loss.clone();
+void Trainer::logStep(const StepResult& step, bool lineDue) {
+  LogWindow& window = window_;
+  window.add(step.loss, step.samples);
   if (!lineDue) return;  // Schedule: run.log_every, epoch ends, the end
   checks_->settle(state_);
 
@@ -74,7 +73,8 @@ void Trainer::logStep(const StepResult& step, Window& window, bool lineDue) {
   phases_->start();  // Note [Step phases]: the wait for the other ranks is communication
   control().allReduce(loss, dist::ReduceOp::kSum, "metrics");
   phases_->mark(Phase::kCommunication);
-  const double meanLoss = loss.item<double>() / static_cast<double>(window.steps);
+  // Note [Log windows across a resume]: steps before a resume count in the loss.
+  const double meanLoss = loss.item<double>() / static_cast<double>(window.lossSteps());
   // The steps' own time: the window's wall time less its evaluations and checkpoints, which
   // are reported beside it (Note [Step phases]).
   const double wall = secondsSince(window.start);
@@ -158,7 +158,7 @@ void Trainer::logStep(const StepResult& step, Window& window, bool lineDue) {
       betweenStepsPart(window.evalSeconds, window.checkpointSeconds), str::humanDuration(remaining),
       str::humanBytes(static_cast<double>(processMemoryBytes())));
   pace_->judgeWindow(dataShare, commShare, stepSeconds);
-  window = Window();
+  window = LogWindow();
   checks_->startWindow();
 }
 
@@ -352,10 +352,15 @@ void Trainer::saveCheckpoint(const char* reason) {
   dist::averageBuffers(*dataComm_, *model_);  // Note [Buffers across ranks]
   std::string path;
   NamedTensors extra = carried_->gather();
+  NamedTensors logWindow =
+      gatherLogWindow(window_, control());  // Note [Log windows across a resume]
   dist::agreed(control(), "writing a checkpoint", [&] {
     MemoryPhase phase("assembling a checkpoint");  // Note [Out of memory is an expected error]
     const ReturnFreedHostMemory returned;          // Note [Keeping freed host memory]
-    if (isRoot()) path = checkpoints_->save(snapshot(std::move(extra)));
+    if (!isRoot()) return;
+    CheckpointContent content = snapshot(std::move(extra));
+    content.logWindow = std::move(logWindow);
+    path = checkpoints_->save(content);
   });
   schedule_->checkpointed(state_.step);
   state_.checkpointWriteSeconds = secondsSince(start);  // Note [Stop lead time]

@@ -315,6 +315,7 @@ void Trainer::restoreFrom(std::optional<CheckpointContent>& resumed) {
   at::Tensor steps = at::full({1}, static_cast<double>(resumed->optimizerSteps), at::kDouble);
   control().broadcast(steps, 0, "optimizer steps");
   carried_->broadcastFromRoot();
+  restoreLogWindow(window_, resumed->logWindow, resumed->worldSize, control(), device_);
   if (!isRoot()) optimizer_->loadState(optimizer_->state(), std::llround(steps.item<double>()));
   resumed.reset();  // free the host copy
 }

@@ -16,6 +16,9 @@ foreach(case elastic_resume_matches_uninterrupted_run nan_step_is_skipped_on_eve
   mb_add_python_test(train.${case} train/test_training.py ARGS TrainingTest.test_${case} TIMEOUT 900)
 endforeach()
 
+# A resume inside a log window carries the window's losses.
+mb_add_python_test(train.log_window train/test_log_window.py TIMEOUT 300)
+
 # Graph models end to end (issue 18), one CTest entry per test.
 foreach(case elastic_resume_2_to_1_matches_the_uninterrupted_run
              gin_learns_the_motifs_far_above_the_node_only_baseline

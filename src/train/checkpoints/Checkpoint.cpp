@@ -213,6 +213,7 @@ FileImage buildImage(const std::string& path, const CheckpointContent& content) 
   writeNamed(file.get(), "model", content.model);
   writeNamed(file.get(), "optimizer", content.optimizer);
   writeNamed(file.get(), "extra", content.extra);
+  if (!content.logWindow.empty()) writeNamed(file.get(), "log_window", content.logWindow);
   {
     // The manifest (Note [Checkpoints are untrusted input]): what the file holds, for readers
     // that do not know the model (`megabatch inspect`, resume before the model is built).
@@ -264,9 +265,10 @@ CheckpointContent readCheckpointFile(const std::string& path, const ExpectedTens
     for (const auto& t : tensors) {
       auto slash = t.path.find('/');
       std::string group = t.path.substr(0, slash), name = t.path.substr(slash + 1);
-      NamedTensors& into = group == "model"       ? c.model
-                           : group == "optimizer" ? c.optimizer
-                                                  : c.extra;
+      NamedTensors& into = group == "model"        ? c.model
+                           : group == "optimizer"  ? c.optimizer
+                           : group == "log_window" ? c.logWindow
+                                                   : c.extra;
       into.emplace_back(name, h5::readTensor(file.get(), t.path, kCode));
     }
     return c;

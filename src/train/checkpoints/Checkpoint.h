@@ -6,6 +6,9 @@
 //   /model/<state_dict name>              parameters and buffers, float32, Fletcher32
 //   /optimizer/<param name>/<state name>  exp_avg, exp_avg_sq, or momentum_buffer
 //   /extra/<name>                         model state that is not a parameter (LSTM lanes)
+//   /log_window/steps, loss_sums          the log window a stop interrupted (Note [Log windows
+//                                         across a resume] in train/watch/LogWindow.h); absent
+//                                         in older files and in best.h5
 //   /trainer (attributes)                 TrainerState, as trainerStateFields() names it
 //                                         (Note [Trainer state table]): step, epoch, ...;
 //                                         loss_scale and loss_scale_growth_tracker are absent
@@ -43,6 +46,7 @@ struct CheckpointContent {
   std::int64_t optimizerSteps = 0;
   std::string optimizerKind;
   NamedTensors extra;
+  NamedTensors logWindow;  // empty: none (an older file, best.h5)
   std::string configYaml;
   std::string dataFingerprint;
   std::string dataInfoYaml;  // data::modelSpecToYaml: rebuilds the model without the data

@@ -281,6 +281,10 @@ std::vector<CheckedTensor> verifyCheckpointTree(hid_t file, const std::string& p
     h5::Handle handle = rootGroup(path, file, group);
     walkGroup(w, handle.get(), std::string(group) + "/");
   }
+  if (h5::exists(file, "log_window")) {  // absent in older files (Note [Log windows ...])
+    h5::Handle handle = rootGroup(path, file, "log_window");
+    walkGroup(w, handle.get(), "log_window/");
+  }
   if (w.manifest && w.entries.size() != w.out.size()) {
     std::set<std::string> found;
     for (const auto& t : w.out)
