@@ -102,6 +102,11 @@ mb_daemon_keepalive_args() {  # mb_daemon_keepalive_args USER_ARGS BIN CONFIG [k
 # SIGINT and SIGHUP into SIGUSR1 for it, waits for the job, and exits with its code. A second
 # SIGINT ends the job at once: SIGKILL to mpirun, whose ranks follow within seconds; srun gets
 # two SIGINTs, its own "end the step now". The launcher then exits 130.
+# mpirun forwards a signal only to the ranks it has started, so a stop that comes while it
+# starts them would be lost, and the run would train on (the fault soak found it): the launcher
+# repeats SIGUSR1 every 2 s until the job ends (megabatch takes a repeated stop as one). A
+# megabatch rank holds a stop that comes before its handler is in place (Note [A stop during
+# start-up] in src/train/Signals.cpp).
 # mb_run_job CMD... runs CMD so; it sets MB_STOP_SIGNAL (USR1, TERM, INT, HUP, or empty) and
 # MB_JOB_STATUS (the job's exit code, 130 after a second SIGINT). With MB_JOB_LOG set, the job's
 # output (stdout and stderr together) is also appended to that file, by a tee that ignores the
@@ -109,16 +114,14 @@ mb_daemon_keepalive_args() {  # mb_daemon_keepalive_args USER_ARGS BIN CONFIG [k
 # command runs beside the job with the job's pid as its argument, and ends with it
 # (launch/elastic.sh's scale-up watch).
 mb_run_job() {
-  MB_STOP_SIGNAL=""
+  MB_STOP_SIGNAL=${MB_STOP_SIGNAL:-}  # a stop mb_hold_stops took before the start is kept
   MB_JOB_STATUS=0
   _mb_job_name=$(basename "$1")
   _mb_interrupted=0
   _mb_ended=0
   _mb_job=""
-  trap '_mb_stop_job USR1' USR1
-  trap '_mb_stop_job TERM' TERM
-  trap '_mb_stop_job INT' INT
-  trap '_mb_stop_job HUP' HUP
+  _mb_repeater=""
+  mb_hold_stops
   if [[ -n ${MB_JOB_LOG:-} ]]; then
     setsid "$@" </dev/null > >(trap '' INT TERM HUP USR1; exec tee -a "$MB_JOB_LOG") 2>&1 &
   else
@@ -130,8 +133,9 @@ mb_run_job() {
     "$MB_JOB_WATCHER" "$_mb_job" &
     watcher=$!
   fi
-  # A signal before the job started: megabatch records one from its first instruction on.
-  [[ -n $MB_STOP_SIGNAL ]] && kill -USR1 "$_mb_job" 2>/dev/null
+  # A signal before the job started: sent once the job can take it (megabatch holds one from
+  # its first instruction on, mpirun only once its handler is in place).
+  [[ -n $MB_STOP_SIGNAL ]] && _mb_repeat_stop 1
   # `wait` returns early (status > 128) when a trap runs; wait again for the job's own status.
   while :; do
     _mb_interrupted=0
@@ -140,11 +144,46 @@ mb_run_job() {
     [[ $_mb_interrupted == 1 ]] || break
   done
   [[ $_mb_ended == 1 ]] && MB_JOB_STATUS=130  # as a process that Ctrl-C ended
-  if [[ -n $watcher ]]; then
-    kill "$watcher" 2>/dev/null || true  # it may have ended by itself
-    wait "$watcher" 2>/dev/null || true
+  if [[ -n $MB_STOP_SIGNAL && $MB_JOB_STATUS == 138 ]]; then
+    # SIGUSR1 ended a process of the job before it could take it: a rank still loading its
+    # libraries, or mpirun itself. That job had trained nothing, so this is a stop like any:
+    # the checkpoint before it stands, and the same command resumes from it.
+    echo "$(basename "$0"): the stop reached the job while it started, before it could" \
+      "checkpoint; it had trained nothing since the last checkpoint: rerun the same command to" \
+      "resume (exit 75)" >&2
+    MB_JOB_STATUS=75
   fi
+  local helper
+  for helper in "$watcher" "$_mb_repeater"; do
+    [[ -n $helper ]] || continue
+    kill "$helper" 2>/dev/null || true  # it may have ended by itself
+    wait "$helper" 2>/dev/null || true
+  done
+  _mb_repeater=""
   trap - USR1 TERM INT HUP
+}
+
+# The stop signals' traps, also between jobs (launch/elastic.sh's restarts): a stop then sets
+# MB_STOP_SIGNAL, and no job is started after it.
+mb_hold_stops() {
+  _mb_job=""
+  trap '_mb_stop_job USR1' USR1
+  trap '_mb_stop_job TERM' TERM
+  trap '_mb_stop_job INT' INT
+  trap '_mb_stop_job HUP' HUP
+}
+
+# SIGUSR1 to the job after FIRST seconds, then every 2 s while it runs (Note [Stop signals in
+# the launchers]).
+_mb_repeat_stop() {
+  [[ -z $_mb_repeater ]] || return 0
+  local job=$_mb_job
+  (
+    trap '' INT TERM HUP USR1
+    sleep "$1"
+    while kill -USR1 "$job" 2>/dev/null; do sleep 2; done
+  ) &
+  _mb_repeater=$!
 }
 
 _mb_stop_job() {  # the trap of mb_run_job
@@ -169,4 +208,5 @@ _mb_stop_job() {  # the trap of mb_run_job
   echo "$(basename "$0"): SIG$1 at $(date '+%T'): asking the training job to checkpoint and stop" \
     "(SIGUSR1 to $_mb_job_name); a second Ctrl-C ends it at once" >&2
   kill -USR1 "$_mb_job" 2>/dev/null
+  _mb_repeat_stop 2
 }

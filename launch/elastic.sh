@@ -180,8 +180,16 @@ mb_elastic_run() {
   _mbe_dir=$(mktemp -d)
   MB_JOB_LOG=$_mbe_dir/job.log
   local restart_env=()
+  MB_STOP_SIGNAL=""
+  mb_hold_stops  # a stop between two runs starts no new one
   while :; do
     attempt=$((attempt + 1))
+    if [[ -n $MB_STOP_SIGNAL ]]; then
+      echo "$(basename "$0"): SIG$MB_STOP_SIGNAL before the job started: not starting it; the" \
+        "checkpoint is in $run_dir: rerun the same command to resume" >&2
+      status=75
+      break
+    fi
     local file=$_mbe_dir/hosts.$attempt ranks=0
     : >"$file"
     for host in "${_mbe_live[@]}"; do
@@ -199,6 +207,7 @@ mb_elastic_run() {
     : >"$MB_JOB_LOG"
     mb_run_job mpirun -np "$ranks" --hostfile "$file" "${mpi[@]}" "${restart_env[@]}" "${job[@]}"
     status=$MB_JOB_STATUS
+    mb_hold_stops
     ended_at=$(date +%s.%N)
     sleep 0.2  # the tee of the job's output writes its last lines
     ranks_before=$ranks
@@ -209,6 +218,7 @@ mb_elastic_run() {
       break  # done, or a user's stop (rerun the same command to resume)
     fi
     why=$(_mb_not_retried_because "$status" "$MB_JOB_LOG")
+    [[ -n $why || -z $MB_STOP_SIGNAL ]] || why="it was stopped (SIG$MB_STOP_SIGNAL)"
     if [[ -n $why ]]; then
       echo "$(basename "$0"): the job exited with $status: not restarting, since $why" \
         "(restarts mend lost hosts, cut links and dead ranks)" >&2
@@ -266,6 +276,7 @@ mb_elastic_run() {
       -x MEGABATCH_RESTART_LOST_HOSTS -x MEGABATCH_RESTART_FAILED_STEP -x MEGABATCH_RESTART_FAILED_AT)
   done
   MB_JOB_STATUS=$status
+  trap - USR1 TERM INT HUP
   rm -rf "$_mbe_dir"
   unset MB_JOB_LOG MB_JOB_WATCHER
 }

@@ -1,6 +1,9 @@
 #include "train/Signals.h"
 
+#include <signal.h>
+
 #include <csignal>
+#include <cstring>
 
 #include <atomic>
 #include <cmath>
@@ -58,13 +61,40 @@ extern "C" void recordStopSignal(int signal) {
 
 }  // namespace
 
+// Note [A stop during start-up]
+// A rank is started well before it can checkpoint: the dynamic loader, LibTorch's initialisers
+// and the re-execution of Note [CPU threads on a busy machine] take about a second. A SIGUSR1 or
+// SIGTERM in that time (a stop right after a requeue, a launcher forwarding a user's stop)
+// found the default action, which ends the process: the rank died, mpirun reported a failed
+// job, and the elastic launcher restarted a run the user had stopped. So `megabatch train`
+// blocks the three stop signals from its first instruction (the executable's .preinit_array,
+// before any library's initialiser), and the block survives the re-execution; a signal in
+// that time stays pending. installStopSignalHandlers() unblocks them once the handler is in
+// place, and a pending one is recorded then, as if it had just arrived. The launchers also
+// repeat a stop until the job ends (launch/common.sh), since mpirun forwards a signal only to
+// the ranks it has already started.
+void holdStopSignalsForTraining(int argc, char** argv) {
+  if (argc < 2 || argv == nullptr || argv[1] == nullptr || std::strcmp(argv[1], "train") != 0)
+    return;
+  sigset_t held;
+  sigemptyset(&held);
+  for (int signal : {SIGTERM, SIGUSR1, SIGINT})
+    sigaddset(&held, signal);
+  sigprocmask(SIG_BLOCK, &held, nullptr);
+}
+
 void installStopSignalHandlers() {
   struct sigaction action {};
   action.sa_handler = recordStopSignal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
-  for (int signal : {SIGTERM, SIGUSR1, SIGINT})
+  sigset_t held;
+  sigemptyset(&held);
+  for (int signal : {SIGTERM, SIGUSR1, SIGINT}) {
     sigaction(signal, &action, nullptr);
+    sigaddset(&held, signal);
+  }
+  sigprocmask(SIG_UNBLOCK, &held, nullptr);
 }
 
 int pendingStopSignal() {

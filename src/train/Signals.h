@@ -14,6 +14,9 @@ class Communicator;
 
 namespace mb::train {
 
+// Note [A stop during start-up]: from the executable's .preinit_array, for `megabatch train`.
+void holdStopSignalsForTraining(int argc, char** argv);
+// Installs the handlers, then lets the held signals in.
 void installStopSignalHandlers();
 // The signal number received since start (0: none).
 int pendingStopSignal();
