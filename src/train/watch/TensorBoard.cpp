@@ -24,9 +24,10 @@
 // CRC-32C from Boost.CRC. What goes in:
 // - file_version "brain.Event:2", first, as every writer does;
 // - in a resumed run's file, a SessionLog START at the first step it trains (the checkpoint's
-//   step + 1). TensorBoard then drops what earlier files hold from that step on: the steps a
-//   killed run took past its checkpoint, which the resumed run trains again. So every step
-//   shows once, as metrics.jsonl, which drops the same records, holds it;
+//   step + 1; step 1 where earlier files exist but no checkpoint: a run that died before its
+//   first, found by the fault soak). TensorBoard then drops what earlier files hold from that step
+//   on: the steps a killed run took past its checkpoint, which the resumed run trains again. So
+//   every step shows once, as metrics.jsonl, which drops the same records, holds it;
 // - the resolved config as text (the text plugin, tag "config"), at the file's first step;
 // - for every metrics.jsonl record, one Event at its step and time holding each of its numbers
 //   but "step" and "time" as a scalar: tag "train/<field>" for train records, "<split>/<field>"
@@ -87,6 +88,16 @@ std::string configMarkdown(const std::string& yaml) {
   return out;
 }
 
+// Event files of an earlier start: a run that died before its first checkpoint leaves some, and
+// the new run, starting again from step 0, trains their steps again.
+bool holdsEventFiles(const std::string& directory) {
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(directory, error), end; !error && it != end;
+       it.increment(error))
+    if (it->path().filename().string().rfind("events.out.tfevents.", 0) == 0) return true;
+  return false;
+}
+
 }  // namespace
 
 std::uint32_t crc32c(const void* data, std::size_t size) {
@@ -114,6 +125,7 @@ TensorBoardWriter::~TensorBoardWriter() {
 void TensorBoardWriter::open(double wallTime, std::int64_t step) {
   std::error_code error;
   std::filesystem::create_directories(directory_, error);
+  const bool afterEarlierFiles = resumeStep_ > 0 || holdsEventFiles(directory_);
   path_ = (std::filesystem::path(directory_) / eventFileName(directory_, wallTime)).string();
   file_ = std::fopen(path_.c_str(), "ab");
   if (file_ == nullptr) {
@@ -127,7 +139,7 @@ void TensorBoardWriter::open(double wallTime, std::int64_t step) {
   version.set_wall_time(wallTime);
   version.set_file_version("brain.Event:2");
   append(version.SerializeAsString());
-  if (resumeStep_ > 0) {
+  if (afterEarlierFiles) {
     tbpb::Event start;
     start.set_wall_time(wallTime);
     start.set_step(resumeStep_ + 1);
