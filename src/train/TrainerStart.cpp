@@ -198,9 +198,11 @@ std::optional<CheckpointContent> Trainer::findResumePoint() {
       return;
     }
     if (mode == "auto") {
-      if (auto found = checkpoints_->loadNewest(checkConfigDescribesTensors)) {
+      std::vector<std::string> unreadable;
+      if (auto found = checkpoints_->loadNewest(checkConfigDescribesTensors, &unreadable)) {
         trainLog().info("resuming from {} (step {}, saved on {} ranks)", found->first,
                         found->second.trainer.step, found->second.worldSize);
+        checkpoints_->setAside(unreadable, found->first);  // Note [Damaged checkpoints are ...]
         resumed = std::move(found->second);
         resumedFrom_ = found->first;
       }

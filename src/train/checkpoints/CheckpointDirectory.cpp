@@ -101,6 +101,37 @@ std::vector<std::string> CheckpointDirectory::removeUnfinishedWrites() const {
   return removed;
 }
 
+// Note [Damaged checkpoints are set aside]
+// A checkpoint that does not load (torn, a flipped bit) used to stay where it was: a resume fell
+// back past it every time, and since its name is a step file's, keep_last counted it and pruned
+// a good older checkpoint in its place; one written by a stop, at a step no schedule writes
+// again, stayed for good (the fault soak found it). Once a resume has loaded an older file, the
+// trainer renames the damaged ones to `<name>.corrupt` (kept for a look, never loaded, not
+// counted) and points `latest` at the file it loaded. When no file loads, nothing is renamed:
+// the run ends with exit 4 and the files stay as they are for the user to decide.
+void CheckpointDirectory::setAside(const std::vector<std::string>& unreadable,
+                                   const std::string& loaded) const {
+  for (const auto& path : unreadable) {
+    std::error_code ec;
+    if (!fs::exists(path, ec)) continue;  // a `latest` that named a file no longer there
+    std::string aside = path + ".corrupt";
+    for (int n = 1; fs::exists(aside, ec); ++n)
+      aside = path + ".corrupt." + std::to_string(n);
+    fs::rename(path, aside, ec);
+    if (ec) {
+      log::get("ckpt").warn("could not set {} aside: {}", path, ec.message());
+      continue;
+    }
+    log::get("ckpt").warn(
+        "set the checkpoint that does not load aside as {} (never loaded again; delete it once "
+        "you have looked)",
+        aside);
+  }
+  if (!unreadable.empty())
+    writeFileAtomically((fs::path(dir_) / "latest").string(),
+                        fs::path(loaded).filename().string() + "\n");
+}
+
 std::string readLatestName(const std::string& dir) {
   std::ifstream in((fs::path(dir) / "latest").string());
   std::string name;
@@ -119,7 +150,8 @@ void CheckpointDirectory::prune(const std::string& keep) {
 }
 
 std::optional<std::pair<std::string, CheckpointContent>> CheckpointDirectory::loadNewest(
-    const std::function<void(const std::string&)>& alsoCheck) const {
+    const std::function<void(const std::string&)>& alsoCheck,
+    std::vector<std::string>* unreadable) const {
   std::vector<std::string> candidates;
   std::string latest = readLatestName(dir_);
   if (!latest.empty()) candidates.push_back((fs::path(dir_) / latest).string());
@@ -130,17 +162,25 @@ std::optional<std::pair<std::string, CheckpointContent>> CheckpointDirectory::lo
   if (candidates.empty()) return std::nullopt;
   std::vector<std::string> failures;
   for (const auto& path : candidates) {
+    CheckpointContent content;
     try {
-      CheckpointContent content = readCheckpointFile(path);
-      if (alsoCheck) alsoCheck(path);
-      if (!failures.empty())
-        log::get("ckpt").warn("falling back to {} (the newer checkpoint could not be loaded)",
-                              path);
-      return std::make_pair(path, std::move(content));
+      content = readCheckpointFile(path);
     } catch (const Error& error) {
       log::get("ckpt").warn("{}", error.message());
       failures.push_back(path);
+      if (unreadable != nullptr) unreadable->push_back(path);
+      continue;
     }
+    try {
+      if (alsoCheck) alsoCheck(path);
+    } catch (const Error& error) {
+      log::get("ckpt").warn("{}", error.message());
+      failures.push_back(path);
+      continue;
+    }
+    if (!failures.empty())
+      log::get("ckpt").warn("falling back to {} (the newer checkpoint could not be loaded)", path);
+    return std::make_pair(path, std::move(content));
   }
   throw CheckpointError(
       "no checkpoint in " + dir_ + " can be loaded (" + std::to_string(failures.size()) +

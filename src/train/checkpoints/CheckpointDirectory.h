@@ -37,8 +37,13 @@ class CheckpointDirectory {
   // logged as a warning naming the file. nullopt when the directory has no checkpoints;
   // CheckpointError when some exist but none loads. `alsoCheck` (the trainer's: the config
   // describes the tensors) may refuse a file by throwing an Error; the next one is tried.
+  // `unreadable`, when given, receives the files that did not load (not those `alsoCheck`
+  // refused).
   std::optional<std::pair<std::string, CheckpointContent>> loadNewest(
-      const std::function<void(const std::string&)>& alsoCheck = {}) const;
+      const std::function<void(const std::string&)>& alsoCheck = {},
+      std::vector<std::string>* unreadable = nullptr) const;
+  // Note [Damaged checkpoints are set aside]: the trainer, once it resumed from `loaded`.
+  void setAside(const std::vector<std::string>& unreadable, const std::string& loaded) const;
 
  private:
   void prune(const std::string& keep);
