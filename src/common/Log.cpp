@@ -70,6 +70,47 @@ class ConsoleSink final : public spdlog::sinks::sink {
   bool shown_ = false;
 };
 
+// train.log: spdlog's file sink, whose write errors (a full disk) would reach spdlog's handler,
+// which prints "LOG ERROR" for every line. Here the first failure says once, on stderr, that
+// lines are lost until the disk has room (the console keeps them all), and writing goes on.
+class LogFileSink final : public spdlog::sinks::sink {
+ public:
+  explicit LogFileSink(const std::string& path) : path_(path), inner_(path, /*truncate=*/false) {}
+  void log(const spdlog::details::log_msg& message) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    guarded([&] { inner_.log(message); });
+  }
+  void flush() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    guarded([&] { inner_.flush(); });
+  }
+  void set_pattern(const std::string& pattern) override { inner_.set_pattern(pattern); }
+  void set_formatter(std::unique_ptr<spdlog::formatter> formatter) override {
+    inner_.set_formatter(std::move(formatter));
+  }
+
+ private:
+  template <typename Write>
+  void guarded(const Write& write) {
+    try {
+      write();
+      failing_ = false;
+    } catch (const spdlog::spdlog_ex& error) {
+      if (failing_) return;
+      failing_ = true;
+      std::fprintf(stderr,
+                   "megabatch: cannot write %s (%s): its lines are lost until the disk has room; "
+                   "the console shows every line\n",
+                   path_.c_str(), error.what());
+    }
+  }
+
+  std::mutex mutex_;
+  std::string path_;
+  spdlog::sinks::basic_file_sink_st inner_;
+  bool failing_ = false;
+};
+
 struct State {
   std::mutex mutex;
   int rank = -1;
@@ -149,7 +190,7 @@ void addFileSink(const std::string& path) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   ensureInitialised(s);
-  auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
+  auto sink = std::make_shared<LogFileSink>(path);
   s.sinks.push_back(sink);
   for (auto& [tag, logger] : s.loggers)
     logger->sinks().push_back(sink);

@@ -11,6 +11,7 @@
 
 #include "common/Error.h"
 #include "train/checkpoints/DurableFile.h"
+#include "train/watch/RecordFile.h"
 #include "train/watch/TensorBoard.h"
 
 namespace mb::train {
@@ -148,9 +149,7 @@ MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumedStep) 
       writeFileAtomically(path, text);
     }
   }
-  out_.open(path, std::ios::app);
-  if (!out_)
-    throw RuntimeError("cannot open " + path + " for writing", "check that run.dir is writable");
+  out_ = std::make_unique<RecordFile>(path, "metrics.jsonl");
 }
 
 void MetricsWriter::write(const JsonRecord& record) {
@@ -166,8 +165,7 @@ void MetricsWriter::write(const JsonRecord& record) {
              .second)
       return;
   }
-  out_ << record.str() << "\n";
-  out_.flush();
+  out_->append(record.str() + "\n");
   if (tensorboard_) tensorboard_->write(record);
 }
 

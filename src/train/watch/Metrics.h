@@ -40,6 +40,8 @@ class JsonRecord {
 
 class TensorBoardWriter;
 
+class RecordFile;
+
 class MetricsWriter {
  public:
   // Opens run.dir/metrics.jsonl for appending. On resume from `resumedStep`, records of steps
@@ -53,7 +55,7 @@ class MetricsWriter {
 
  private:
   std::string path_;
-  std::ofstream out_;
+  std::unique_ptr<RecordFile> out_;  // Note [Records held while the disk is full]
   std::unique_ptr<TensorBoardWriter> tensorboard_;
   std::set<std::string> recordedEvaluations_;  // "STEP/SPLIT" of the eval records written
 };

@@ -13,7 +13,9 @@
 
 #include "TensorBoardEvent.pb.h"
 #include "common/Environment.h"
+#include "common/Error.h"
 #include "train/watch/Metrics.h"
+#include "train/watch/RecordFile.h"
 #include "train/watch/TrainLog.h"
 
 // Note [TensorBoard event files]
@@ -34,8 +36,9 @@
 //   for evaluations (val/loss, test/mae), "<event>/<field>" for the other kinds (memory_plan,
 //   checkpoint, restart, oom_redo).
 // Each Event is written and flushed at once, as metrics.jsonl's line is, so a kill -9 leaves
-// at most one torn record at the end, which readers skip. A file that cannot be written is
-// reported once and left: the run does not stop for its curves.
+// at most one torn record at the end, which readers skip. A file that cannot be opened is
+// reported once and left: the run does not stop for its curves. Events a full disk refuses are
+// held and written later (Note [Records held while the disk is full] in RecordFile.h).
 namespace mb::train {
 namespace {
 
@@ -118,21 +121,20 @@ TensorBoardWriter::TensorBoardWriter(std::string directory, std::int64_t resumeS
       resumeStep_(resumeStep),
       configText_(std::move(configText)) {}
 
-TensorBoardWriter::~TensorBoardWriter() {
-  if (file_ != nullptr) std::fclose(file_);
-}
+TensorBoardWriter::~TensorBoardWriter() = default;
 
 void TensorBoardWriter::open(double wallTime, std::int64_t step) {
   std::error_code error;
   std::filesystem::create_directories(directory_, error);
   const bool afterEarlierFiles = resumeStep_ > 0 || holdsEventFiles(directory_);
   path_ = (std::filesystem::path(directory_) / eventFileName(directory_, wallTime)).string();
-  file_ = std::fopen(path_.c_str(), "ab");
-  if (file_ == nullptr) {
+  try {
+    file_ = std::make_unique<RecordFile>(path_, "the TensorBoard file");
+  } catch (const Error& error) {
     trainLog().warn(
-        "cannot write TensorBoard events to {}: {}; training goes on without them (metrics.jsonl "
-        "has every number). Make run.dir/tensorboard writable, or set run.tensorboard=false",
-        path_, std::strerror(errno));
+        "{}; training goes on without TensorBoard events (metrics.jsonl has every number). Make "
+        "run.dir/tensorboard writable, or set run.tensorboard=false",
+        error.message());
     return;
   }
   tbpb::Event version;
@@ -188,17 +190,10 @@ void TensorBoardWriter::append(const std::string& event) {
   putLittleEndian(maskedCrc32c(header, 8), 4, header + 8);
   char footer[4];
   putLittleEndian(maskedCrc32c(event.data(), event.size()), 4, footer);
-  const bool written = std::fwrite(header, 1, sizeof(header), file_) == sizeof(header) &&
-                       std::fwrite(event.data(), 1, event.size(), file_) == event.size() &&
-                       std::fwrite(footer, 1, sizeof(footer), file_) == sizeof(footer) &&
-                       std::fflush(file_) == 0;
-  if (written) return;
-  trainLog().warn(
-      "writing TensorBoard events to {} failed: {}; no more are written (metrics.jsonl has every "
-      "number). Free space on its disk, or set run.tensorboard=false",
-      path_, std::strerror(errno));
-  std::fclose(file_);
-  file_ = nullptr;
+  std::string frame(header, sizeof(header));
+  frame += event;
+  frame.append(footer, sizeof(footer));
+  file_->append(std::move(frame));  // whole, or held until the disk has room
 }
 
 }  // namespace mb::train

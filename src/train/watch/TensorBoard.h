@@ -4,12 +4,13 @@
 // TensorBoard, `wandb sync` and tensorboardX's readers open.
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
+#include <memory>
 #include <string>
 
 namespace mb::train {
 
 class JsonRecord;
+class RecordFile;
 
 // CRC-32C (Castagnoli), and the masked form TensorBoard's record framing stores.
 std::uint32_t crc32c(const void* data, std::size_t size);
@@ -40,7 +41,7 @@ class TensorBoardWriter {
   std::int64_t resumeStep_;
   std::string configText_;
   std::string path_;
-  std::FILE* file_ = nullptr;
+  std::unique_ptr<RecordFile> file_;  // Note [Records held while the disk is full]
 };
 
 }  // namespace mb::train
