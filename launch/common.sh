@@ -210,3 +210,9 @@ _mb_stop_job() {  # the trap of mb_run_job
   kill -USR1 "$_mb_job" 2>/dev/null
   _mb_repeat_stop 2
 }
+
+# From the launcher's first lines: a stop that comes before its job starts is kept, not fatal
+# (a launcher is a shell script: SIGTERM's default action would end it before it started
+# anything, with no exit 75 for a requeue to see).
+MB_STOP_SIGNAL=""
+mb_hold_stops

@@ -180,8 +180,8 @@ mb_elastic_run() {
   _mbe_dir=$(mktemp -d)
   MB_JOB_LOG=$_mbe_dir/job.log
   local restart_env=()
-  MB_STOP_SIGNAL=""
-  mb_hold_stops  # a stop between two runs starts no new one
+  MB_STOP_SIGNAL=${MB_STOP_SIGNAL:-}  # a stop before this, since common.sh, is kept
+  mb_hold_stops                      # a stop between two runs starts no new one
   while :; do
     attempt=$((attempt + 1))
     if [[ -n $MB_STOP_SIGNAL ]]; then

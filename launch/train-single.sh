@@ -69,4 +69,10 @@ if [[ $dry_run == 1 ]]; then
   mb_show_command "${cmd[@]}"
   exit 0
 fi
+if [[ -n $MB_STOP_SIGNAL ]]; then
+  echo "$(basename "$0"): SIG$MB_STOP_SIGNAL before the trainer started: not starting it; rerun the" \
+    "same command to resume (exit 75)" >&2
+  exit 75
+fi
+trap - USR1 TERM INT HUP  # the trainer takes them from here on
 exec "${cmd[@]}"
