@@ -17,6 +17,7 @@ include(${CMAKE_CURRENT_SOURCE_DIR}/torchscript/Tests.cmake OPTIONAL)
 include(${CMAKE_CURRENT_SOURCE_DIR}/train/Tests.cmake OPTIONAL)
 include(${CMAKE_CURRENT_SOURCE_DIR}/reliability/Tests.cmake OPTIONAL)
 include(${CMAKE_CURRENT_SOURCE_DIR}/launch/Tests.cmake OPTIONAL)
+include(${CMAKE_CURRENT_SOURCE_DIR}/soak/Tests.cmake OPTIONAL)
 include(${CMAKE_CURRENT_SOURCE_DIR}/slurm/Tests.cmake OPTIONAL)
 include(${CMAKE_CURRENT_SOURCE_DIR}/gpu/Tests.cmake OPTIONAL)  # CUDA builds only
 include(${CMAKE_CURRENT_SOURCE_DIR}/cmake/Tests.cmake OPTIONAL)

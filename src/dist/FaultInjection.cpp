@@ -141,4 +141,9 @@ void maybeSlowEvalBatch() {
   if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
+void maybeSlowCheckpointWrite() {
+  static const long ms = env::getInt("MEGABATCH_FAULT_CHECKPOINT_WRITE_MS").value_or(0);
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
 }  // namespace mb::dist

@@ -26,6 +26,9 @@
 //     kernel's OOM killer leaves one (the launchers' restarts: launch/elastic.sh).
 //   MEGABATCH_FAULT_EVAL_BATCH_MS=MS
 //     every evaluation batch takes MS milliseconds longer.
+//   MEGABATCH_FAULT_CHECKPOINT_WRITE_MS=MS
+//     every checkpoint's temporary file stays MS milliseconds longer before it becomes the
+//     checkpoint, so a test can kill rank 0 while it writes one (tests/soak/soak.py).
 //   MEGABATCH_FAULT_OOM=RANK:PHASE[:SKIP] lives in common/OutOfMemory.h (a refused allocation
 //   at the start of a phase).
 // Each variable is read once, on first use. Nothing here is active unless the variable is set.
@@ -68,5 +71,8 @@ const TrainingFaults& trainingFaults();
 
 // Called once per evaluation batch.
 void maybeSlowEvalBatch();
+
+// Called between a checkpoint's temporary file and its rename.
+void maybeSlowCheckpointWrite();
 
 }  // namespace mb::dist

@@ -20,6 +20,7 @@
 #include "common/Strings.h"
 #include "common/TorchCompat.h"
 #include "data/pipeline/DataIdentity.h"
+#include "dist/FaultInjection.h"
 #include "megabatch/Version.h"
 #include "train/checkpoints/CheckpointVerify.h"
 #include "train/checkpoints/DurableFile.h"
@@ -242,6 +243,7 @@ void writeCheckpointFile(const std::string& path, const CheckpointContent& conte
       image = buildImage(tmp, content);
     }
     writeBytesDurably(tmp, image.data.get(), image.size);
+    dist::maybeSlowCheckpointWrite();  // a test hook (FaultInjection.h)
     commitFile(tmp, path);
   } catch (const Error& error) {
     std::remove(tmp.c_str());
