@@ -24,10 +24,26 @@ struct Civil {
   std::int64_t year, month, day;
 };
 
+std::int64_t floorDiv(std::int64_t a, std::int64_t b) {
+  std::int64_t q = a / b;
+  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+// Non-negative remainder, for any a (a - floorDiv(a, b) * b can overflow near the int64 ends).
+std::int64_t floorMod(std::int64_t a, std::int64_t b) {
+  const std::int64_t r = a % b;
+  return r < 0 ? r + b : r;
+}
+
 Civil civilFromDays(std::int64_t days) {
-  days += 719468;
-  const std::int64_t era = (days >= 0 ? days : days - 146096) / 146097;
-  const std::int64_t dayOfEra = days - era * 146097;
+  // The textbook form adds 719468 (days from 0000-03-01 to 1970-01-01) to `days` first, which
+  // overflows near the int64 ends. Split into eras first; 719468 = 4 eras + 135080 days.
+  std::int64_t era = floorDiv(days, 146097) + 4;
+  std::int64_t dayOfEra = floorMod(days, 146097) + 135080;
+  if (dayOfEra >= 146097) {
+    dayOfEra -= 146097;
+    ++era;
+  }
   const std::int64_t yearOfEra =
       (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146096) / 365;
   const std::int64_t dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100);
@@ -151,11 +167,6 @@ std::string dateText(const Civil& c) {
   return text;
 }
 
-std::int64_t floorDiv(std::int64_t a, std::int64_t b) {
-  std::int64_t q = a / b;
-  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
-}
-
 }  // namespace
 
 const char* timeUnitName(TimeUnit unit) {
@@ -234,9 +245,9 @@ std::string formatTime(std::int64_t value, TimeUnit unit) {
   }
   const std::int64_t perSecond = ticksPerSecond(unit);
   const std::int64_t seconds = floorDiv(value, perSecond);
-  const std::int64_t ticks = value - seconds * perSecond;
+  const std::int64_t ticks = floorMod(value, perSecond);
   const std::int64_t day = floorDiv(seconds, kSecondsPerDay);
-  const std::int64_t secondOfDay = seconds - day * kSecondsPerDay;
+  const std::int64_t secondOfDay = floorMod(seconds, kSecondsPerDay);
   std::string text = dateText(civilFromDays(day)) + "T" + twoDigits(secondOfDay / 3600) + ":" +
                      twoDigits(secondOfDay / 60 % 60) + ":" + twoDigits(secondOfDay % 60);
   if (ticks != 0) {

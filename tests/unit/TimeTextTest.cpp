@@ -2,6 +2,8 @@
 // problems named. The references are Unix times computed by hand (and by `date -u +%s`).
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "common/TimeText.h"
 
 namespace mb {
@@ -79,6 +81,27 @@ TEST(TimeText, FormatsBackToTextThatParsesAgain) {
       EXPECT_EQ(parsed(formatTime(value, unit), unit), value) << timeUnitName(unit) << " " << value;
     }
   }
+}
+
+// The ends of int64 in every unit (found by the data-schema fuzzer: the day and second-of-day
+// arithmetic overflowed). References: the textbook civil-from-days algorithm in Python's
+// arbitrary-precision integers; the nanosecond ends are the well-known 1677/2262 limits.
+TEST(TimeText, FormatsTheEndsOfInt64WithoutOverflow) {
+  const std::int64_t most = std::numeric_limits<std::int64_t>::max();
+  const std::int64_t least = std::numeric_limits<std::int64_t>::min();
+  EXPECT_EQ(formatTime(most, TimeUnit::kSeconds), "292277026596-12-04T15:30:07Z");
+  EXPECT_EQ(formatTime(least, TimeUnit::kSeconds), "-292277022657-01-27T08:29:52Z");
+  EXPECT_EQ(formatTime(most, TimeUnit::kMillis), "292278994-08-17T07:12:55.807Z");
+  EXPECT_EQ(formatTime(least, TimeUnit::kMillis), "-292275055-05-16T16:47:04.192Z");
+  EXPECT_EQ(formatTime(most, TimeUnit::kMicros), "294247-01-10T04:00:54.775807Z");
+  EXPECT_EQ(formatTime(least, TimeUnit::kMicros), "-290308-12-21T19:59:05.224192Z");
+  EXPECT_EQ(formatTime(most, TimeUnit::kNanos), "2262-04-11T23:47:16.854775807Z");
+  EXPECT_EQ(formatTime(least, TimeUnit::kNanos), "1677-09-21T00:12:43.145224192Z");
+  EXPECT_EQ(formatTime(most, TimeUnit::kDays), "25252734927768524-07-27");
+  EXPECT_EQ(formatTime(least, TimeUnit::kDays), "-25252734927764585-06-07");
+  EXPECT_EQ(formatTime(least, TimeUnit::kYyyymmdd), std::to_string(least));
+  EXPECT_EQ(dayOfTime(least, TimeUnit::kSeconds), -106751991167301);
+  EXPECT_EQ(formatDay(most).substr(0, 17), "25252734927768524");
 }
 
 }  // namespace
