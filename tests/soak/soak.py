@@ -5,6 +5,7 @@
     /usr/bin/python3 tests/soak/soak.py --faults 100                # a new random seed, printed
     /usr/bin/python3 tests/soak/soak.py --faults 100 --seed 42      # replays seed 42's schedule
     /usr/bin/python3 tests/soak/soak.py --faults 5 --seed 7 --seed random   # two soaks, one reference
+    /usr/bin/python3 tests/soak/soak.py --hosts --faults 100        # on two hosts (soakhosts.py)
 
 The run: the demo LSTM on 2 ranks of this machine (a hostfile naming localhost twice, plain
 mpirun over TCP), steps slowed by MEGABATCH_FAULT_SLOW_STEP so that faults land mid-run, a
@@ -27,8 +28,12 @@ The faults (docs/reliability.md, "The fault soak"), drawn with their waits from 
   second_trainer      `megabatch train` on the same run.dir while the job runs: exit 2
   fault_in_restart    a rank killed, then another kill while the launcher restarts the job
 
+With --hosts the run has one rank on each host of the two-namespace bed, and lost_host,
+cut_link and slow_link join the faults (tests/soak/soakhosts.py).
+
 At the end it checks, with a figure each: the run reached its last step; its parameters equal
-the uninterrupted run's bit for bit; metrics.jsonl's train and eval records equal the
+the uninterrupted run's bit for bit (to the documented tolerance when part of it trained on
+fewer ranks, after a lost host); metrics.jsonl's train and eval records equal the
 uninterrupted run's, each step once, in order, and the TensorBoard files show each step once
 (TensorBoard's purge rule) with the same losses; every checkpoint left loads (megabatch
 inspect); no process of the run is left; the steps redone are at most the checkpoint interval
@@ -39,7 +44,6 @@ import argparse
 import glob
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
@@ -52,30 +56,34 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, os.path.join(HERE, "..", "launch"))
 sys.path.insert(0, os.path.join(HERE, "..", "train"))
 sys.path.insert(0, HERE)
-from soakkit import (CHECKPOINT_EVERY, RANKS, Reference, Run, SoakStuck, can_mount_tmpfs, descendants,  # noqa: E402
-                     kill, log, mpirun_pids, of_run, rank_pids)
+from soakchecks import EndChecks  # noqa: E402
+from soakkit import (RANKS, Reference, Run, SoakStuck, can_mount_tmpfs, descendants, kill, log,  # noqa: E402
+                     mpirun_pids, rank_pids, ranks_and_world)
 import mbtest  # noqa: E402
 from test_launch import DEMO, synth_demo_data  # noqa: E402
 
-import numpy as np  # noqa: E402
-
+HOST_KINDS = ("lost_host", "cut_link", "slow_link")  # with --hosts (soakhosts.py)
 FAULT_KINDS = ("kill_rank", "kill_mpirun", "stop_term", "stop_usr1", "kill_tree", "disk_full",
                "kill_in_checkpoint", "corrupt_latest", "second_trainer", "fault_in_restart")
 TMPFS_MB = 48
-PER_START = ("memory_plan/", "restart/", "baseline_")
 # Documented exits (docs/operations.md, "Exit codes"): what each fault may end the launcher with.
 EXPECTED_EXITS = {"stop_term": {75}, "stop_usr1": {75}, "corrupt_latest": {75}, "kill_tree": {-9},
                   "disk_full": {2, 4}}  # 2: the run lock cannot be written at a start
 
 
-class Soak:
+class Soak(EndChecks):
+    KINDS = FAULT_KINDS
+
     def __init__(self, args, root, data, reference, seed, use_tmpfs):
         self.args = args
         self.seed = seed
         self.rng = random.Random(seed)
         self.reference = reference
         self.use_tmpfs = use_tmpfs
-        kinds = [k for k in (args.kinds.split(",") if args.kinds else FAULT_KINDS) if use_tmpfs or k != "disk_full"]
+        kinds = [k for k in (args.kinds.split(",") if args.kinds else self.KINDS) if use_tmpfs or k != "disk_full"]
+        unknown = [k for k in kinds if not hasattr(self, "fault_" + k)]
+        if unknown:
+            raise SystemExit("soak.py: unknown fault kinds %s: choose from %s" % (unknown, ",".join(self.KINDS)))
         # The whole schedule is drawn first, so a seed replays it whatever the run does.
         self.schedule = [{"kind": self.rng.choice(kinds), "wait": round(self.rng.uniform(args.min_wait, args.max_wait), 2),
                           "rank": self.rng.randrange(RANKS), "hold": round(self.rng.uniform(1, 5), 2),
@@ -86,9 +94,13 @@ class Soak:
         os.makedirs(self.disk)
         if use_tmpfs:
             subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm" % TMPFS_MB, "soak", self.disk], check=True)
-        self.run = Run(self.root, data, args.steps, "run", self.disk)
+        self.data = data
+        self.run = None
         self.events = []  # one dict per fault: kind, time, step, what happened
         self.problems = []
+
+    def new_run(self, name):
+        return Run(self.root, self.data, self.args.steps, name, self.disk)
 
     def close(self):
         if self.use_tmpfs:
@@ -131,10 +143,12 @@ class Soak:
         return True
 
     def wait_for_ranks(self, timeout=60):
+        """{rank: pid} once every rank of the running job has started (on fewer hosts after a
+        lost one, fewer ranks)."""
         deadline = time.time() + timeout
         while time.time() < deadline:
-            ranks = rank_pids(self.run.marker())
-            if len(ranks) == RANKS:
+            ranks, world = ranks_and_world(self.run.marker())
+            if ranks and len(ranks) == world:
                 return ranks
             if not self.run.running():
                 return {}
@@ -293,7 +307,7 @@ class Soak:
         totals = {"survived": 0, "faults": 0, "redone": 0, "allowed": 0, "wall": 0.0, "rounds": 0}
         while todo:
             totals["rounds"] += 1
-            self.run = Run(self.root, self.run.data, self.args.steps, "run-%d" % totals["rounds"], self.disk)
+            self.run = self.new_run("run-%d" % totals["rounds"])
             self.events = []
             before = len(todo)
             try:
@@ -356,148 +370,6 @@ class Soak:
         self.wall = time.time() - started
         return todo
 
-    # --- the end checks ---------------------------------------------------------------------
-    def check(self):
-        during = len(self.problems)
-        figures = self.end_checks()
-        end_problems = self.problems[during:]
-        redone, allowed = self.redone_steps()
-        for line in figures:
-            log("check: " + line)
-        # A fault is survived when nothing went wrong at it; a failed end check fails every fault
-        # of the round, since the end state no longer shows which one did it.
-        survived = sum(1 for f in self.events if f["survived"]) if not end_problems else 0
-        log("round: faults survived %d/%d, steps redone %d (allowed %d), wall %.1f s (uninterrupted %.1f s)"
-            % (survived, len(self.events), redone, allowed, self.wall, self.reference.wall))
-        return {"survived": survived, "faults": len(self.events), "redone": redone, "allowed": allowed,
-                "wall": self.wall}
-
-    def end_checks(self):
-        figures = []
-        run, ref = self.run.dir, self.reference.dir
-        last = self.run.last_step()
-        figures.append("last step %d of %d" % (last, self.run.steps))
-        if last != self.run.steps:
-            self.problems.append("the run ended at step %d, not %d" % (last, self.run.steps))
-        figures.append(self.check_parameters(run, ref))
-        figures.append(self.check_metrics(run, ref))
-        figures.append(self.check_tensorboard(run))
-        figures.append(self.check_checkpoints(run))
-        figures.append(self.check_leftovers())
-        figures.append(self.check_output())
-        redone, allowed = self.redone_steps()
-        exits = ", ".join("%s%s" % (code, "" if ok else "(!)") for code, _, ok in self.run.exits)
-        figures.append("launcher exits: %s" % (exits or "0 only"))
-        if redone > allowed:
-            self.problems.append("steps redone %d > allowed %d" % (redone, allowed))
-        return figures
-
-    def check_output(self):
-        """No crash in the job's output: the kills the soak made are the only deaths by signal."""
-        ours = ("exited on signal 9", "exited on signal 10")
-        signs = [line for line in mbtest.crash_signs(self.run.output()) if not any(o in line for o in ours)]
-        if signs:
-            self.problems.append("crash signs in the job's output: %s" % signs[:5])
-        return "crash signs in the output (besides the soak's own kills): %d" % len(signs)
-
-    def check_parameters(self, run, ref):
-        name = "step-%08d.h5" % self.run.steps
-        try:
-            got = mbtest.checkpoint_params(os.path.join(run, "checkpoints", name))
-        except OSError as e:
-            self.problems.append("no final checkpoint: %s" % e)
-            return "parameters: no final checkpoint"
-        want = mbtest.checkpoint_params(os.path.join(ref, "checkpoints", name))
-        differ = [k for k in want if not np.array_equal(got.get(k), want[k])]
-        if differ or set(got) != set(want):
-            worst = max(float(np.max(np.abs(got[k] - want[k]))) for k in differ if k in got) if differ else 0
-            self.problems.append("parameters differ from the uninterrupted run: %s (max |diff| %g)" % (differ, worst))
-        return "parameters: %d of %d tensors bitwise equal to the uninterrupted run's" % (len(want) - len(differ), len(want))
-
-    def check_metrics(self, run, ref):
-        def records(d, kind):
-            return [(r["step"], r["loss"]) for r in mbtest.read_metrics(d) if r.get("event") == kind]
-        notes = []
-        for kind in ("train", "eval"):
-            got, want = records(run, kind), records(ref, kind)
-            if got != want:
-                steps = [s for s, _ in got]
-                dup = sorted({s for s in steps if steps.count(s) > 1})
-                wrong = [(s, l, dict(want).get(s)) for s, l in got if dict(want).get(s) != l][:3]
-                self.problems.append("metrics.jsonl %s records differ from the uninterrupted run's: %d against %d, "
-                                     "repeated steps %s, first differing (step, loss, want) %s"
-                                     % (kind, len(got), len(want), dup[:10], wrong))
-            notes.append("%d %s records" % (len(got), kind))
-        return "metrics.jsonl: %s, equal to the uninterrupted run's (steps once, in order, same losses)" % \
-            " and ".join(notes)
-
-    def check_tensorboard(self, run):
-        from test_tensorboard import EventReader
-        reader = EventReader(tempfile.mkdtemp(prefix="soak-proto-"))
-        scalars, _ = reader.scalars(run)
-        # A start's own records (its memory plan, a restart) come once per start: two starts from
-        # one checkpoint record them at the same step.
-        repeated = sorted((tag, step) for (tag, step), values in scalars.items()
-                          if len(values) > 1 and not tag.startswith(PER_START))
-        losses = {step: v[0] for (tag, step), v in scalars.items() if tag == "train/loss"}
-        want = {s: np.float32(l) for s, l in ((r["step"], r["loss"]) for r in mbtest.read_metrics(run)
-                                              if r.get("event") == "train")}
-        wrong = [s for s in want if s not in losses or np.float32(losses[s]) != want[s]]
-        extra = sorted(set(losses) - set(want))
-        if repeated or wrong or extra:
-            self.problems.append("TensorBoard: %d (tag, step) shown more than once %s, %d train/loss steps missing or "
-                                 "different %s, %d extra %s" % (len(repeated), repeated[:5], len(wrong), wrong[:5],
-                                                                len(extra), extra[:5]))
-        return "TensorBoard: %d train/loss steps, each once, as in metrics.jsonl; %d (tag, step) repeated" % (
-            len(losses), len(repeated))
-
-    def check_checkpoints(self, run):
-        files = sorted(glob.glob(os.path.join(run, "checkpoints", "*")))
-        loaded, bad, aside = 0, [], 0
-        for path in files:
-            name = os.path.basename(path)
-            if name == "latest" or name.endswith(".lock"):
-                continue
-            if ".h5.corrupt" in name:  # set aside by a resume (Note [Damaged checkpoints are set aside])
-                aside += 1
-                continue
-            r = mbtest.run(["inspect", path], timeout=120)
-            if r.returncode == 0:
-                loaded += 1
-            else:
-                bad.append(name)
-        if bad:
-            self.problems.append("checkpoints that do not load and were not set aside: %s" % bad)
-        return "checkpoints: %d of %d load (megabatch inspect); %d set aside" % (loaded, loaded + len(bad), aside)
-
-    def check_leftovers(self):
-        deadline = time.time() + 15
-        while of_run(self.run.marker()) and time.time() < deadline:
-            time.sleep(0.2)
-        left = of_run(self.run.marker())
-        if left:
-            self.problems.append("processes of the run left behind: %s" % left)
-        return "processes left: %d" % len(left)
-
-    def redone_steps(self):
-        """Steps trained again after each restart or requeue: the last step logged before it
-        less the step it resumed from (read from rank 0's lines in the job's output, so up to
-        LOG_EVERY - 1 steps per fault are not seen); and what the faults allow."""
-        redone, last = 0, 0
-        for line in self.run.output().splitlines():
-            m = re.search(r"\[r0/\d+\] \[train\] info: step (\d+)/\d+ ", line)
-            if m:
-                last = int(m.group(1))
-                continue
-            m = re.search(r"\[r0/\d+\] \[train\] info: training \d+ steps \(\d+ per epoch\) from step (\d+)", line)
-            if m:
-                start = int(m.group(1))
-                redone += max(0, last - start)
-                last = start
-        double = ("corrupt_latest", "fault_in_restart")
-        allowed = sum(CHECKPOINT_EVERY * (2 if f["kind"] in double else 1) for f in self.events)
-        return redone, allowed
-
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -510,6 +382,9 @@ def main(argv=None):
     p.add_argument("--max-wait", type=float, default=20)
     p.add_argument("--finish-timeout", type=float, default=600)
     p.add_argument("--workdir", help="keep everything here (default: a temporary directory, removed)")
+    p.add_argument("--hosts", action="store_true",
+                   help="on the two-host bed (root), with the faults between hosts: %s (tests/soak/soakhosts.py)"
+                   % ",".join(HOST_KINDS))
     args = p.parse_args(argv)
     seeds = [random.SystemRandom().randrange(1 << 31) if s == "random" else int(s) for s in (args.seed or ["random"])]
     root = args.workdir or tempfile.mkdtemp(prefix="megabatch-soak-")
@@ -518,14 +393,20 @@ def main(argv=None):
     if not use_tmpfs:
         log("cannot mount a tmpfs here (not root?): the disk_full fault is left out")
     log("seeds %s; %d faults each; %d steps; work in %s" % (seeds, args.faults, args.steps, root))
-    ok = True
+    ok, hosts = True, None
     try:
         data = os.path.join(root, "demo.h5")
         synth_demo_data(data)
-        reference = Reference(root, data, args.steps)
+        if args.hosts:
+            import soakhosts
+            hosts = soakhosts.open_bed(root)
+            reference = Reference(soakhosts.HostRun(hosts, root, data, args.steps, "uninterrupted"))
+        else:
+            reference = Reference(Run(root, data, args.steps, "uninterrupted"))
         summaries = []
         for seed in seeds:
-            soak = Soak(args, root, data, reference, seed, use_tmpfs)
+            soak = soakhosts.HostSoak(hosts, args, root, data, reference, seed, use_tmpfs) if hosts else \
+                Soak(args, root, data, reference, seed, use_tmpfs)
             try:
                 ok = soak.soak() and ok
                 summaries.append(soak.summary)
@@ -534,6 +415,11 @@ def main(argv=None):
         for line in summaries:
             log(line)
     finally:
+        if hosts:
+            hosts.close()
+            if hosts.leftovers():
+                log("PROBLEM: the two-host bed left %s" % hosts.leftovers())
+                ok = False
         if not args.workdir:
             shutil.rmtree(root, ignore_errors=True)
     return 0 if ok else 1

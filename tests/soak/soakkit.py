@@ -56,7 +56,12 @@ def of_run(marker, table=None):
 
 def rank_pids(marker):
     """{rank: pid} of the run's megabatch trainer processes (their OMPI_COMM_WORLD_RANK)."""
-    ranks = {}
+    return ranks_and_world(marker)[0]
+
+
+def ranks_and_world(marker):
+    """({rank: pid}, the largest OMPI_COMM_WORLD_SIZE among them) of the run's trainers."""
+    ranks, world = {}, 0
     for pid, argv in of_run(marker).items():
         if not argv or os.path.basename(argv[0]) != "megabatch" or "train" not in argv:
             continue
@@ -68,7 +73,8 @@ def rank_pids(marker):
         rank = env.get(b"OMPI_COMM_WORLD_RANK")
         if rank is not None:
             ranks[int(rank)] = pid
-    return ranks
+            world = max(world, int(env.get(b"OMPI_COMM_WORLD_SIZE", b"0")))
+    return ranks, world
 
 
 def mpirun_pids(marker):
@@ -173,9 +179,10 @@ class Reference:
     """The uninterrupted run, under the same launcher with the same slow steps: its results and
     its wall time."""
 
-    def __init__(self, root, data, steps):
-        self.run = Run(root, data, steps, "uninterrupted")
+    def __init__(self, run):
+        self.run = run
         self.dir = self.run.dir
+        steps = run.steps
         started = time.time()
         self.run.start("the uninterrupted run")
         code = self.run.wait(3600)
