@@ -86,8 +86,9 @@ void RecordFile::append(std::string record) {
     return;
   }
   if (wereHeld > 0)
-    trainLog().info("{}: the {} record(s) held while its disk was full are written", what_,
-                    wereHeld + dropped_);
+    trainLog().info("{}: the {} record(s) held while its disk was full are written{}", what_,
+                    wereHeld,
+                    dropped_ > 0 ? fmt::format(" ({} older ones were dropped)", dropped_) : "");
   dropped_ = 0;
 }
 
