@@ -111,7 +111,8 @@ class Soak(EndChecks):
         code = self.run.job.returncode
         finished = code == 0 and self.run.last_step() >= self.run.steps
         if not self.run.handled:
-            expected = finished or (code in EXPECTED_EXITS.get(blame["kind"], set()) if blame else False)
+            expected = finished or (code in EXPECTED_EXITS.get(blame["kind"], set()) if blame else False) \
+                or self.ended_by_full_disk(code)
             self.run.exits.append((code, blame["kind"] if blame else "none", expected))
             self.run.handled = True
         if finished:
@@ -130,6 +131,13 @@ class Soak(EndChecks):
         log("launcher exited %d (%s): starting it again, as a requeue would" % (code, "expected" if expected else "NOT expected"))
         self.run.start("after exit %d" % code)
         return True
+
+    def ended_by_full_disk(self, code):
+        """A full disk's documented end (exit 4 with "No space left on device" in this start's
+        output), whichever fault came after it: a checkpoint that met the disk can end the job a
+        moment after the disk has room again, as the next fault starts."""
+        since_start = self.run.output().rsplit("=== soak: launcher started", 1)[-1]
+        return code in EXPECTED_EXITS["disk_full"] and "No space left on device" in since_start
 
     def keep_running(self, seconds, blame):
         """Sleeps `seconds` while the job runs; starts it again when it ends (handle_end). False
