@@ -48,9 +48,7 @@ int runPlot(const ParsedArgs& args, dist::Runtime& runtime);
 int runExport(const ParsedArgs& args, dist::Runtime& runtime);
 
 // eval and predict --from/--to (Note [Selected period]; EvalCommand.cpp): the period loaded as
-// the test split, in words ("the period 2024-03-01 to 2024-03-07 (--from ..., every split)"),
-// and as fields of a JSON record.
-std::string describePeriod(const PeriodSelection& period, const data::DataInfo& info);
+// the test split, as fields of a JSON record (in words: train::describePeriod).
 void addPeriodFields(train::JsonRecord& record, const PeriodSelection& period,
                      const data::DataInfo& info);
 

@@ -24,6 +24,7 @@
 #include "model/ModelRegistry.h"
 #include "train/CheckpointModel.h"
 #include "train/Evaluation.h"
+#include "train/Prediction.h"
 #include "train/judge/Forecasts.h"
 #include "train/judge/PeriodTable.h"
 #include "train/memory/EvalBatch.h"
@@ -147,16 +148,6 @@ void printBaselines(const std::map<std::string, double>& metrics, const std::str
 
 }  // namespace
 
-std::string describePeriod(const PeriodSelection& period, const data::DataInfo& info) {
-  const data::TimeSpan& times = info.splitTimes[static_cast<int>(data::Split::kTest)];
-  std::string text = "the period " + formatTime(times.first, info.timeUnit) + " to " +
-                     formatTime(times.last, info.timeUnit) + " (";
-  if (!period.from.empty()) text += "--from " + period.from;
-  if (!period.to.empty()) text += std::string(period.from.empty() ? "" : " ") + "--to " + period.to;
-  return text +
-         (period.split.empty() ? ", every split" : ", within the " + period.split + " split") + ")";
-}
-
 void addPeriodFields(train::JsonRecord& record, const PeriodSelection& period,
                      const data::DataInfo& info) {
   const data::TimeSpan& times = info.splitTimes[static_cast<int>(data::Split::kTest)];
@@ -232,7 +223,7 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
   if (runtime.rank() != 0) return 0;
 
   const std::string prefix = (period ? std::string("period") : data::toString(split)) + "_";
-  const std::string what = period ? describePeriod(config.data.period, data->info())
+  const std::string what = period ? train::describePeriod(config.data.period, data->info())
                                   : std::string(data::toString(split)) + " split";
   std::printf("checkpoint %s (step %lld) on %s, %s (%lld samples):\n", run.path.c_str(),
               static_cast<long long>(run.checkpoint.trainer.step), config.data.path.c_str(),
