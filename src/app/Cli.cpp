@@ -65,6 +65,16 @@ const std::vector<CommandSpec>& commands() {
        true,
        runTrain,
        kTorchScriptNote},
+      {"walk",
+       "megabatch walk --config FILE [key=value ...]",
+       "walk-forward: train a fold per calendar period (walk.*), predict the period after it, "
+       "and judge every out-of-sample prediction together; re-running the same command goes "
+       "on where it stopped",
+       {{"config", true, "YAML config with a walk: section (see configs/demo-walk.yaml)"},
+        {"print-config", false, "print the resolved config and exit"}},
+       true,
+       runWalk,
+       kTorchScriptNote},
       {"eval",
        "megabatch eval --checkpoint CKPT [--data FILE] [--split val|test] [--from T] [--to T] "
        "[--by day|week|month|quarter|year] [--batch N] [--memory-budget-mb MB] "
@@ -385,7 +395,7 @@ int main(int argc, char** argv) {
   }
   // Training records SIGTERM/SIGUSR1/SIGINT from the very start, so a preemption signal that
   // arrives during start-up still ends in a checkpoint and exit 75, not a killed rank.
-  if (spec->name == "train") train::installStopSignalHandlers();
+  if (spec->name == "train" || spec->name == "walk") train::installStopSignalHandlers();
   std::unique_ptr<dist::Runtime> runtime;
   try {
     runtime = std::make_unique<dist::Runtime>(&argc, &argv);

@@ -46,6 +46,7 @@ int runData(const ParsedArgs& args, dist::Runtime& runtime);
 int runInspect(const ParsedArgs& args, dist::Runtime& runtime);
 int runPlot(const ParsedArgs& args, dist::Runtime& runtime);
 int runExport(const ParsedArgs& args, dist::Runtime& runtime);
+int runWalk(const ParsedArgs& args, dist::Runtime& runtime);
 
 // eval and predict --from/--to (Note [Selected period]; EvalCommand.cpp): the period loaded as
 // the test split, as fields of a JSON record (in words: train::describePeriod).

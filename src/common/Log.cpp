@@ -4,6 +4,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -84,6 +85,7 @@ class LogFileSink final : public spdlog::sinks::sink {
     std::lock_guard<std::mutex> lock(mutex_);
     guarded([&] { inner_.flush(); });
   }
+  const std::string& path() const { return path_; }
   void set_pattern(const std::string& pattern) override { inner_.set_pattern(pattern); }
   void set_formatter(std::unique_ptr<spdlog::formatter> formatter) override {
     inner_.set_formatter(std::move(formatter));
@@ -197,6 +199,25 @@ void addFileSink(const std::string& path) {
   for (auto& [tag, logger] : s.speakers)
     logger->sinks().push_back(sink);
   refresh(s);
+}
+
+void removeFileSink(const std::string& path) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const auto isIt = [&](const spdlog::sink_ptr& sink) {
+    const auto* file = dynamic_cast<const LogFileSink*>(sink.get());
+    return file != nullptr && file->path() == path;
+  };
+  for (const auto& sink : s.sinks)
+    if (isIt(sink)) sink->flush();
+  const auto drop = [&](std::vector<spdlog::sink_ptr>& sinks) {
+    sinks.erase(std::remove_if(sinks.begin(), sinks.end(), isIt), sinks.end());
+  };
+  drop(s.sinks);
+  for (auto& [tag, logger] : s.loggers)
+    drop(logger->sinks());
+  for (auto& [tag, logger] : s.speakers)
+    drop(logger->sinks());
 }
 
 void flush() {

@@ -17,6 +17,8 @@ void init(int rank, int worldSize);
 void setLevel(const std::string& level);
 // Adds a file sink (the run directory's train.log) to every logger.
 void addFileSink(const std::string& path);
+// Removes it again (flushed): a walk-forward's folds each log to their own train.log.
+void removeFileSink(const std::string& path);
 // Flushes every sink and erases the status line: call before the process exits abnormally.
 void flush();
 // A one-line status (the rank-0 progress bar) kept at the bottom of the console: log lines are

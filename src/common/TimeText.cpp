@@ -279,4 +279,8 @@ std::string formatDay(std::int64_t daysSinceEpoch) {
   return dateText(civilFromDays(daysSinceEpoch));
 }
 
+std::int64_t dayOfDate(const CalendarDate& date) {
+  return daysFromCivil(date.year, date.month, date.day);
+}
+
 }  // namespace mb

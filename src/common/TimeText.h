@@ -38,6 +38,8 @@ struct CalendarDate {
   std::int64_t year = 1970, month = 1, day = 1;
 };
 CalendarDate calendarDate(std::int64_t daysSinceEpoch);
+// And back: the day (since 1970-01-01) of a date; months past 12 are not carried.
+std::int64_t dayOfDate(const CalendarDate& date);
 // "2024-03-01"
 std::string formatDay(std::int64_t daysSinceEpoch);
 

@@ -85,7 +85,12 @@ struct SplitConfig {
   std::string trainFrom;   // samples before it are left out
   std::string trainUntil;  // train: before it; val from it
   std::string valUntil;    // val: before it; test from it (empty: val runs to the end)
-  bool byTime() const { return !trainFrom.empty() || !trainUntil.empty() || !valUntil.empty(); }
+  // Instead of train_until: val from it, and every gap comes out of the split before a cut
+  // (Note [Splits by time]). The walk's folds are cut so (src/walk/WalkPlan.h).
+  std::string valFrom;
+  bool byTime() const {
+    return !trainFrom.empty() || !trainUntil.empty() || !valUntil.empty() || !valFrom.empty();
+  }
 };
 
 // Not a key: the period `megabatch eval` and `predict` were asked for (--from, --to), within one
@@ -251,6 +256,18 @@ struct RunConfig {
   bool allowDataChange = false;
 };
 
+// Note [Walk-forward] (src/walk/WalkPlan.h): `megabatch walk` trains a fold per calendar period
+// and predicts the period with it. Other commands ignore this section.
+struct WalkConfig {
+  std::string from;               // start of the first predicted period (a time as the cuts take)
+  std::string to;                 // end (exclusive) of the last; empty: past the file's last sample
+  std::string every = "month";    // day, week, month, quarter or year (UTC calendar periods)
+  std::int64_t val = 1;           // periods before a fold's own that form its val split; 0: none
+  std::int64_t trainWindow = 0;   // 0: train on everything before val; N: the last N periods
+  bool warmStart = true;          // fold k starts from fold k-1's weights (train.init_from)
+  std::int64_t retrainEvery = 1;  // train every N periods; between, the last model predicts
+};
+
 struct Config {
   RunConfig run;
   DataConfig data;
@@ -258,6 +275,7 @@ struct Config {
   TrainConfig train;
   OptimConfig optim;
   DistConfig dist;
+  WalkConfig walk;
 };
 
 }  // namespace mb

@@ -84,7 +84,7 @@ YAML::Node parseYaml(const std::string& text, const std::string& sourceName) {
 
 bool isTimeCutKey(const std::string& key) {
   return key == "data.split.train_from" || key == "data.split.train_until" ||
-         key == "data.split.val_until";
+         key == "data.split.val_until" || key == "data.split.val_from";
 }
 
 bool isFractionKey(const std::string& key) {
@@ -136,6 +136,7 @@ void settleSplitKeys(Config& config, const std::vector<std::string>& fileKeys,
       if (key == "data.split.train_from") config.data.split.trainFrom.clear();
       if (key == "data.split.train_until") config.data.split.trainUntil.clear();
       if (key == "data.split.val_until") config.data.split.valUntil.clear();
+      if (key == "data.split.val_from") config.data.split.valFrom.clear();
     }
     log::get("config").info("{} (an override) replaces the time cuts of {}: splits by fractions",
                             overrideFractions.front(), sourceName);

@@ -83,6 +83,10 @@ ConfigField makeCountOrAutoField(std::string key, Access access, std::string hel
 
 std::vector<ConfigField> buildFields();
 
+std::vector<std::string> walkPeriodChoices() {
+  return {"day", "week", "month", "quarter", "year"};
+}
+
 // A run splits by fractions or by time, never both: the resolved config shows the keys of the
 // way it uses (Note [Splits by time]), so that it loads again as a user's config.
 void showOnlyTheSplitInUse(std::vector<ConfigField>& fields) {
@@ -90,7 +94,7 @@ void showOnlyTheSplitInUse(std::vector<ConfigField>& fields) {
     if (str::endsWith(field.key, "_fraction") && str::startsWith(field.key, "data.split."))
       field.shown = [](const Config& c) { return !c.data.split.byTime(); };
     if (field.key == "data.split.train_from" || field.key == "data.split.train_until" ||
-        field.key == "data.split.val_until")
+        field.key == "data.split.val_until" || field.key == "data.split.val_from")
       field.shown = [](const Config& c) { return c.data.split.byTime(); };
   }
 }
@@ -158,6 +162,9 @@ std::vector<ConfigField> buildFields() {
                "split by time: validate on samples before this time, test from it; empty = "
                "val runs to the end",
                {"val_end", "test_from"}),
+      MB_FIELD("data.split.val_from", data.split.valFrom,
+               "split by time, instead of train_until: validate from this time, train before it "
+               "less the embargo (every gap comes out of the earlier split; the walk's folds)"),
       MB_FIELD("data.time_unit", data.timeUnit,
                "what the file's timestamps count: s, ms, us, ns (since 1970-01-01 UTC), days, "
                "or yyyymmdd",
@@ -365,6 +372,33 @@ std::vector<ConfigField> buildFields() {
       MB_FIELD("dist.grad_dtype", dist.gradDtype, "dtype gradients travel in: fp32, bf16 or fp16"),
       MB_FIELD("dist.timeout_s", dist.timeoutS,
                "watchdog: seconds a rank may wait while no rank makes progress", {"timeout"}),
+      // walk (megabatch walk; Note [Walk-forward])
+      MB_FIELD("walk.from", walk.from,
+               "megabatch walk: start of the first predicted period (a date or time, as the "
+               "split keys take)",
+               {"start"}),
+      MB_FIELD("walk.to", walk.to,
+               "end (exclusive) of the last predicted period; empty = past the file's last sample",
+               {"end", "until"}),
+      MB_CHOICE_FIELD("walk.every", walk.every, walkPeriodChoices,
+                      "the calendar period (UTC) of each fold: day, week (Monday to Sunday), "
+                      "month, quarter or year",
+                      {"period", "step", "frequency", "freq"}),
+      MB_FIELD("walk.val", walk.val,
+               "periods before each fold's own that form its val split; 0 = no val split (the "
+               "fold predicts with its last checkpoint)",
+               {"val_periods"}),
+      MB_FIELD("walk.train_window", walk.trainWindow,
+               "0 = train on everything before the val split (expanding); N = only the last N "
+               "periods (sliding)",
+               {"window", "fixed_train_size"}),
+      MB_FIELD("walk.warm_start", walk.warmStart,
+               "each fold starts from the previous fold's selected weights (train.init_from); "
+               "false = every fold starts fresh",
+               {"warm", "init_from_previous"}),
+      MB_FIELD("walk.retrain_every", walk.retrainEvery,
+               "train a model every N periods; the last model predicts the periods between",
+               {"refit", "retrain"}),
   };
 }
 

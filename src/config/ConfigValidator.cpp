@@ -91,6 +91,7 @@ Problem timeCutsReadable(const Config& c) {
   const std::pair<const char*, const std::string*> cuts[] = {
       {"data.split.train_from", &s.trainFrom},
       {"data.split.train_until", &s.trainUntil},
+      {"data.split.val_from", &s.valFrom},
       {"data.split.val_until", &s.valUntil}};
   std::vector<std::pair<const char*, std::int64_t>> given;
   for (const auto& [key, text] : cuts) {
@@ -100,11 +101,17 @@ Problem timeCutsReadable(const Config& c) {
     if (!value) return std::string(key) + ": " + problem;
     given.emplace_back(key, *value);
   }
-  if (s.trainUntil.empty())
+  if (!s.trainUntil.empty() && !s.valFrom.empty())
+    return "data.split.train_until and data.split.val_from are both set: val_from replaces "
+           "train_until (train ends before val_from, less the embargo)";
+  if (s.trainUntil.empty() && s.valFrom.empty())
     return "data.split.train_until is not set: a split by time needs it (train before it, "
            "validate from it); data.split.train_from and val_until only narrow it";
   for (std::size_t i = 1; i < given.size(); ++i) {
-    if (given[i - 1].second >= given[i].second)
+    // val_from = val_until leaves val empty on purpose (a walk with walk.val = 0).
+    const bool emptyVal = std::string(given[i - 1].first) == "data.split.val_from" &&
+                          given[i - 1].second == given[i].second;
+    if (given[i - 1].second >= given[i].second && !emptyVal)
       return std::string(given[i - 1].first) + " = " +
              formatTime(given[i - 1].second, c.data.timeUnit) + " must come before " +
              given[i].first + " = " + formatTime(given[i].second, c.data.timeUnit);
@@ -325,6 +332,9 @@ std::vector<Rule> buildRules() {
       timeCutsReadable,
       minimum("data.split.embargo", MB_GET(data.split.embargo), -1),
       minimum("data.horizon", MB_GET(data.horizon), 0),
+      minimum("walk.val", MB_GET(walk.val), 0),
+      minimum("walk.train_window", MB_GET(walk.trainWindow), 0),
+      minimum("walk.retrain_every", MB_GET(walk.retrainEvery), 1),
       minimum("data.context", MB_GET(data.context), 1),
       openRange("data.memory_fraction", MB_GET(data.memoryFraction), 0.0, 1.0 + 1e-12),
       minimum("data.memory_budget_mb", MB_GET(data.memoryBudgetMb), 0),

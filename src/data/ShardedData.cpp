@@ -189,7 +189,7 @@ class Loader {
     if (period.active() && period.split.empty())
       return periodSplits(usable, usable, *times, "the file");
     std::array<SampleRange, 3> splits =
-        data.split.byTime() ? planTimeSplits(usable, data.split, *times, embargo)
+        data.split.byTime() ? planTimeSplits(usable, data.split, *times, embargo, data.horizon)
                             : planSplits(usable, data.split, embargo, schema().path);
     if (!period.active()) return splits;
     for (Split s : kSplits) {

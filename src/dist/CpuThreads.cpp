@@ -46,7 +46,7 @@ const char* notNeeded = nullptr;  // why no wait policy was set: one thread cann
 
 // The commands whose threads do the work; every other command starts once, at no extra cost.
 bool computes(const char* command) {
-  for (const char* name : {"train", "eval", "predict", "sample"})
+  for (const char* name : {"train", "walk", "eval", "predict", "sample"})
     if (command != nullptr && std::strcmp(command, name) == 0) return true;
   return false;
 }

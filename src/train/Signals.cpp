@@ -74,7 +74,8 @@ extern "C" void recordStopSignal(int signal) {
 // repeat a stop until the job ends (launch/common.sh), since mpirun forwards a signal only to
 // the ranks it has already started.
 void holdStopSignalsForTraining(int argc, char** argv) {
-  if (argc < 2 || argv == nullptr || argv[1] == nullptr || std::strcmp(argv[1], "train") != 0)
+  if (argc < 2 || argv == nullptr || argv[1] == nullptr ||
+      (std::strcmp(argv[1], "train") != 0 && std::strcmp(argv[1], "walk") != 0))
     return;
   sigset_t held;
   sigemptyset(&held);

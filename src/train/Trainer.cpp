@@ -191,6 +191,7 @@ RunOutcome Trainer::run() {
       dist::Watchdog::Scope guard =
           dist::Watchdog::instance().track(stepName, dist::Watchdog::Kind::kWork);
       MemoryPhase phase(stepName);  // Note [Out of memory is an expected error]
+      const BetweenStepsTimer stepTime(summary_.stepSeconds);
       profiler_->beforeStep(state_.step + 1);
       step = trainStep();
       profiler_->afterStep(state_.step + 1);
@@ -235,6 +236,7 @@ RunOutcome Trainer::run() {
     if (after.evaluate) state_.evalPendingStep = state_.step;
     if (after.checkpoint || step.checkpointDue) {
       const BetweenStepsTimer timer(window_.checkpointSeconds);
+      const BetweenStepsTimer total(summary_.checkpointSeconds);
       saveCheckpoint(after.last         ? "end of training"
                      : after.checkpoint ? "scheduled"
                                         : "run.checkpoint_every_s");
@@ -249,6 +251,7 @@ RunOutcome Trainer::run() {
     }
     if (after.evaluate) {
       const BetweenStepsTimer timer(window_.evalSeconds);
+      const BetweenStepsTimer total(summary_.evalSeconds);
       outcome = outcomeOf(evaluateAndRecord());
     }
   }
@@ -260,7 +263,14 @@ RunOutcome Trainer::run() {
   // parameters and train.loss_scale.init.
   const double collapsedScale = collapsed ? scaler_->scale() : 0.0;
   if (collapsed) scaler_->restore(0.0, 0);
-  if (schedule_->needsFinalCheckpoint(state_)) saveCheckpoint("stop");
+  if (schedule_->needsFinalCheckpoint(state_)) {
+    const BetweenStepsTimer total(summary_.checkpointSeconds);
+    saveCheckpoint("stop");
+  }
+  summary_.step = state_.step;
+  summary_.stepsRun = state_.step - startStep;
+  summary_.trainSplit = data::describeSplit(data_->info(), data::Split::kTrain);
+  summary_.valSplit = data::describeSplit(data_->info(), data::Split::kVal);
   if (collapsed)
     trainLog().error(
         "stopping: the fp16 loss scale collapsed to {:g}: the last {} steps overflowed at a scale "

@@ -57,12 +57,23 @@ struct WarmStart;
 // How a run ended (the process exit code follows from it).
 enum class RunOutcome { kFinished, kEarlyStopped, kPreempted, kTooManyBadSteps };
 
+// What run() did, for a walk-forward's report of its folds (Note [Walk-forward]).
+struct RunSummary {
+  std::int64_t step = 0;      // the step the run reached
+  std::int64_t stepsRun = 0;  // the steps this run() took (a resume takes the rest)
+  double stepSeconds = 0;     // in training steps
+  double evalSeconds = 0;     // in evaluations between steps
+  double checkpointSeconds = 0;
+  std::string trainSplit, valSplit;  // describeSplit() of the run's train and val splits
+};
+
 class Trainer {
  public:
   Trainer(Config config, dist::Runtime& runtime, const ProfileRequest& profile = {});
   ~Trainer();
 
   RunOutcome run();
+  const RunSummary& summary() const { return summary_; }
 
   // What a scheduled evaluation leads to.
   enum class AfterEval { kGoOn, kStopEarly, kStopRequested };
@@ -183,6 +194,7 @@ class Trainer {
   std::int64_t evalBudgetBytes_ = 0;    // the plan's budget, on the CPU
   std::int64_t stepVariableBytes_ = 0;  // the plan's activations and workspace
   std::int64_t rssAtStart_ = 0;         // before data, model and optimizer
+  RunSummary summary_;
 };
 
 }  // namespace mb::train

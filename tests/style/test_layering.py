@@ -1,5 +1,5 @@
 """The shape of src/ (docs/architecture.md, Note [Layers]): every #include runs down the layers
-app -> train -> model -> data -> dist -> config -> common; a layer's folders by role (its rooms)
+app -> walk -> train -> model -> data -> dist -> config -> common; a layer's folders by role (its rooms)
 are known here; in train/ the machinery in the rooms never includes the trainer above it; and no
 source file outgrows one sitting (600 lines). Run by CTest as py.style_layering; also usable by hand:
 
@@ -10,7 +10,7 @@ import re
 import sys
 import unittest
 
-LAYERS = ["common", "config", "dist", "data", "model", "train", "app"]  # bottom to top
+LAYERS = ["common", "config", "dist", "data", "model", "train", "walk", "app"]  # bottom to top
 # Each layer's rooms (folders by role, one level deep). A new room is added here and to the table
 # "Folders by role" in docs/architecture.md.
 ROOMS = {

@@ -1,6 +1,7 @@
 #include "data/pipeline/TimeSplits.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "common/Error.h"
 
@@ -52,8 +53,80 @@ std::int64_t SampleTimes::cut(const std::string& key, const std::string& text) c
   return *value;
 }
 
+namespace {
+
+// The largest end e in [low, high] whose gap fits: fits(e) holds for low and turns false at
+// most once as e grows (a later train end needs a later start after it).
+std::int64_t lastFitting(std::int64_t low, std::int64_t high,
+                         const std::function<bool(std::int64_t)>& fits) {
+  while (low < high) {
+    const std::int64_t middle = low + (high - low + 1) / 2;
+    if (fits(middle))
+      low = middle;
+    else
+      high = middle - 1;
+  }
+  return low;
+}
+
+// With val_from: every gap comes out of the split before its cut. Train ends where its embargo
+// clears val's first sample; val ends data.horizon samples before test's first (its targets stop
+// before test's rows; with no horizon known, the whole embargo), and test starts at val_until.
+std::array<SampleRange, 3> gapsBeforeCuts(
+    SampleRange usable, std::int64_t begin, const SplitConfig& split, SampleTimes& times,
+    const NextStart& nextStart, std::int64_t horizon,
+    const std::function<DataError(const std::string&, const std::string&, const std::string&)>&
+        outside) {
+  const std::int64_t valBegin =
+      times.firstAtOrAfter({begin, usable.end}, times.cut("data.split.val_from", split.valFrom));
+  if (valBegin == begin)
+    throw outside("data.split.val_from", split.valFrom,
+                  "leaves the train split empty (no sample before it)");
+  std::int64_t testBegin = usable.end;
+  if (!split.valUntil.empty())
+    testBegin = times.firstAtOrAfter({valBegin, usable.end},
+                                     times.cut("data.split.val_until", split.valUntil));
+  const std::int64_t trainEnd = lastFitting(begin, valBegin, [&](std::int64_t end) {
+    return end == begin || nextStart(end - 1, end) <= valBegin;
+  });
+  if (trainEnd == begin)
+    throw DataError(
+        "the train split is empty: the embargo before data.split.val_from = " + split.valFrom +
+            " (sample " + std::to_string(valBegin) + ", " + times.text(valBegin) +
+            ") reaches back past its first sample " + std::to_string(begin) + " (" +
+            times.text(begin) + "); " + times.rangeSentence(usable, "the file's samples"),
+        "move data.split.val_from later, use shorter windows, or a smaller "
+        "data.split.embargo");
+  std::int64_t valEnd = testBegin;
+  if (testBegin < usable.end) {  // no test sample: nothing for val's targets to reach
+    valEnd = lastFitting(valBegin, testBegin, [&](std::int64_t end) {
+      if (end == valBegin) return true;
+      return horizon > 0 ? end - 1 + horizon < testBegin : nextStart(end - 1, end) <= testBegin;
+    });
+  }
+  if (valEnd == valBegin && valBegin < testBegin)
+    throw DataError("the val split is empty: its samples from data.split.val_from = " +
+                        split.valFrom + " to data.split.val_until = " + split.valUntil +
+                        " all have targets that reach the test split's first sample " +
+                        std::to_string(testBegin) + " (" + times.text(testBegin) + "; " +
+                        (horizon > 0 ? "data.horizon = " + std::to_string(horizon)
+                                     : std::string("one embargo: data.horizon is not set")) +
+                        "); " + times.rangeSentence(usable, "the file's samples"),
+                    horizon > 0 ? "validate on a longer period"
+                                : "set data.horizon (how many samples a target looks ahead), or "
+                                  "validate on a longer period");
+  std::array<SampleRange, 3> splits{};
+  splits[static_cast<int>(Split::kTrain)] = {begin, trainEnd};
+  splits[static_cast<int>(Split::kVal)] = {valBegin, valEnd};
+  splits[static_cast<int>(Split::kTest)] = {testBegin, usable.end};
+  return splits;
+}
+
+}  // namespace
+
 std::array<SampleRange, 3> planTimeSplits(SampleRange usable, const SplitConfig& split,
-                                          SampleTimes& times, const NextStart& nextStart) {
+                                          SampleTimes& times, const NextStart& nextStart,
+                                          std::int64_t horizon) {
   const std::string file = "the file's samples";
   auto outside = [&](const std::string& key, const std::string& text, const std::string& why) {
     return DataError(key + " = " + text + " " + why + ": " + times.rangeSentence(usable, file),
@@ -65,6 +138,8 @@ std::array<SampleRange, 3> planTimeSplits(SampleRange usable, const SplitConfig&
     if (begin == usable.end)
       throw outside("data.split.train_from", split.trainFrom, "is after the last sample");
   }
+  if (!split.valFrom.empty())
+    return gapsBeforeCuts(usable, begin, split, times, nextStart, horizon, outside);
   const std::int64_t cut1 = times.firstAtOrAfter(
       {begin, usable.end}, times.cut("data.split.train_until", split.trainUntil));
   if (cut1 == begin)

@@ -9,12 +9,19 @@
 //   val   = train_until <= t < val_until   (to the end when val_until is not set)
 //   test  = val_until <= t                 (empty when val_until is not set)
 // each split after a cut starting past the embargo (Note [Splits and embargo]), exactly as with
-// fractions. The cuts are found by binary search over the timestamps, which never decrease
-// (pass 2 of Note [Schema validation]). So the same cuts give the same train and val samples
-// whatever the file holds after val_until: appended rows land in test (or in val without
-// val_until). A cut outside the file's time, or one that leaves a split empty, is a DataError
-// (exit 3) that gives the file's time range. The fraction keys and the cuts exclude each other
-// (config/ConfigLoader.cpp).
+// fractions. With data.split.val_from instead of train_until, every gap comes out of the split
+// before its cut, so that val and test start exactly at their cuts (a walk-forward fold's val
+// periods and its predicted period, Note [Walk-forward] in src/walk/WalkPlan.h):
+//   train = train_from <= t, ending where its embargo clears val's first sample
+//   val   = val_from <= t < val_until, less its last data.horizon samples (their targets
+//           describe test's rows; with data.horizon unset, less one embargo)
+//   test  = val_until <= t
+// and val_from = val_until gives an empty val split (the fold trains without one). The cuts are
+// found by binary search over the timestamps, which never decrease (pass 2 of Note [Schema
+// validation]). So the same cuts give the same train and val samples whatever the file holds after
+// val_until: appended rows land in test (or in val without val_until). A cut outside the file's
+// time, or one that leaves a split empty, is a DataError (exit 3) that gives the file's time range.
+// The fraction keys and the cuts exclude each other (config/ConfigLoader.cpp).
 //
 // Note [Selected period]
 // `megabatch eval` and `predict` take --from/--to in the same forms: the samples whose time is
@@ -57,9 +64,11 @@ class SampleTimes {
   std::string file_;
 };
 
-// Note [Splits by time]: train, val and test of the usable samples.
+// Note [Splits by time]: train, val and test of the usable samples. `horizon` is data.horizon
+// (0: unknown), for the gap before test under data.split.val_from.
 std::array<SampleRange, 3> planTimeSplits(SampleRange usable, const SplitConfig& split,
-                                          SampleTimes& times, const NextStart& nextStart);
+                                          SampleTimes& times, const NextStart& nextStart,
+                                          std::int64_t horizon);
 
 // Note [Selected period]: the samples of `within` whose time is in [period.from, period.to).
 // `what` names `within` in messages ("the test split", "the file"). DataError when none is.

@@ -1,0 +1,21 @@
+#pragma once
+// `megabatch walk --config C [key=value ...]` (Note [Walk-forward] in WalkPlan.h): plans every
+// fold, checks before any training that the folds done before still hold (the config they
+// trained with, the data they trained on), then trains and predicts each fold not yet done,
+// each an ordinary run directory RUN/folds/<first day>/, stitches RUN/predictions.h5 and writes
+// the report (RUN/walk.json). Run again, it goes on where it stopped: a fold done is kept, the
+// fold a stop or a kill interrupted resumes from its checkpoint, and on a grown file only the
+// new periods train.
+#include "config/Config.h"
+
+namespace mb::dist {
+class Runtime;
+}
+
+namespace mb::walk {
+
+// Collective over the runtime's ranks. Returns the process exit code: 0 when every fold is
+// done, 75 when a stop signal ended it after a checkpoint (run the same command again).
+int runWalk(const Config& config, dist::Runtime& runtime);
+
+}  // namespace mb::walk
