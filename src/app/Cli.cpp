@@ -71,6 +71,8 @@ const std::vector<CommandSpec>& commands() {
        "and judge every out-of-sample prediction together; re-running the same command goes "
        "on where it stopped",
        {{"config", true, "YAML config with a walk: section (see configs/demo-walk.yaml)"},
+        {"plan", false,
+         "print each fold's periods, cuts and samples (JSON lines) and exit: nothing is trained"},
         {"print-config", false, "print the resolved config and exit"}},
        true,
        runWalk,

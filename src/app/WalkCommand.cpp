@@ -24,7 +24,7 @@ int runWalk(const ParsedArgs& args, dist::Runtime& runtime) {
     return 0;
   }
   log::setLevel(config.run.logLevel);
-  return walk::runWalk(config, runtime);
+  return walk::runWalk(config, runtime, args.has("plan"));
 }
 
 }  // namespace mb::app

@@ -195,6 +195,7 @@ class Trainer {
   std::int64_t stepVariableBytes_ = 0;  // the plan's activations and workspace
   std::int64_t rssAtStart_ = 0;         // before data, model and optimizer
   RunSummary summary_;
+  bool saidValIsEmpty_ = false;
 };
 
 }  // namespace mb::train

@@ -319,6 +319,17 @@ bool Trainer::afterEvaluation(const std::map<std::string, double>& metrics) {
 // The caller has set state_.evalPendingStep to the step; a stop request abandons the
 // evaluation (Note [Stopping within seconds]), and it stays pending.
 Trainer::AfterEval Trainer::evaluateAndRecord() {
+  // An empty val split (val_fraction 0, or a walk with walk.val = 0) has nothing to judge: a
+  // loss of 0 over no sample would make the first evaluation the best forever.
+  if (data_->info().split(data::Split::kVal).size() == 0) {
+    if (isRoot() && !saidValIsEmpty_)
+      trainLog().info(
+          "the val split is empty: no evaluation, so no best.h5 and no early stopping; the "
+          "last checkpoint is the run's model");
+    saidValIsEmpty_ = true;
+    state_.evalPendingStep = -1;
+    return AfterEval::kGoOn;
+  }
   const std::map<std::string, double> metrics = evaluate(data::Split::kVal);
   if (metrics.empty()) return AfterEval::kStopRequested;
   state_.evalPendingStep = -1;

@@ -36,8 +36,9 @@ struct Fold {
   std::string labels;                         // its periods' labels, "2019-04 2019-05"
   data::SampleRange predicted;                // the samples of its periods
   std::array<data::SampleRange, 3> splits{};  // train, val, test as the loader plans them
-  bool done = false;
-  std::optional<FoldRecord> record;
+  std::string initFrom;                       // its train.init_from (Note [Walk-forward])
+  std::int64_t doneRows = -1;  // the rows its record says it predicted; -1: not done (every rank)
+  std::optional<FoldRecord> record;  // rank 0
 };
 
 // RUN/folds/<name>

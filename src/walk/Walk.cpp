@@ -2,15 +2,19 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include <ATen/Functions.h>
 #include <fmt/format.h>
 
 #include "common/Error.h"
+#include "common/Hdf5.h"
 #include "common/Log.h"
+#include "common/TimeText.h"
 #include "config/ConfigKinds.h"
 #include "config/ConfigLoader.h"
 #include "data/pipeline/SplitPreview.h"
@@ -21,6 +25,7 @@
 #include "train/Signals.h"
 #include "train/Trainer.h"
 #include "train/checkpoints/RunLock.h"
+#include "train/watch/Metrics.h"
 #include "walk/FoldRecord.h"
 #include "walk/WalkChecks.h"
 #include "walk/WalkPlan.h"
@@ -62,10 +67,17 @@ class WalkRun {
  public:
   WalkRun(const Config& config, dist::Runtime& runtime) : config_(config), runtime_(runtime) {}
 
-  int run() {
+  int run(bool planOnly) {
     requireTime(config_);
-    lockRunDirectory();
+    if (planOnly) {
+      dist::agreed(control(), "planning the walk's folds", [&] { plan(); });
+      if (isRoot()) printPlan();
+      return 0;
+    }
+    // A walk that cannot be cut into folds writes nothing, not even its run directory.
     dist::agreed(control(), "planning the walk's folds", [&] { plan(); });
+    lockRunDirectory();
+    if (isRoot()) logPlan();
     dist::agreed(control(), "checking the folds done before", [&] { checkFoldsDone(); });
     checkDataOfFoldsDone(config_, folds_, runtime_, dataChanges_);
     const Clock::time_point start = Clock::now();
@@ -105,6 +117,7 @@ class WalkRun {
       throw DataError(config_.data.path + " has no usable sample to walk over",
                       "check the file with megabatch inspect");
     const std::string range = times.rangeSentence(usable, "the file's samples");
+    range_ = range;
     const std::vector<WalkPeriod> periods =
         walkPeriods(config_.walk, preview.unit(), times.at(usable.end - 1), range);
     for (FoldPlan& plan : planFolds(config_.walk, config_.data.split, preview.unit(), periods)) {
@@ -116,17 +129,51 @@ class WalkRun {
       fold.predicted = {times.firstAtOrAfter(usable, times.cut("walk", fold.plan.predictFrom)),
                         times.firstAtOrAfter(usable, times.cut("walk", fold.plan.predictTo))};
       if (fold.predicted.size() > 0) fold.splits = splitsOf(preview, fold, range);
+      fold.initFrom = initFromOf(fold);
       folds_.push_back(std::move(fold));
     }
-    if (!isRoot()) return;
+    if (folds_.empty())
+      throw DataError("the walk has no period to predict from walk.from = " + config_.walk.from,
+                      "start the walk inside the file's time range: " + range);
+  }
+
+  void logPlan() {
     walkLog().info("walk: {} fold(s), one per {} {}{} from {} to {} ({}); {}", folds_.size(),
                    config_.walk.retrainEvery, config_.walk.every,
-                   config_.walk.retrainEvery == 1 ? "" : "s", periods.front().from,
-                   periods.back().to, range, describeProcedure());
+                   config_.walk.retrainEvery == 1 ? "" : "s", folds_.front().plan.predictFrom,
+                   folds_.back().plan.predictTo, range_, describeProcedure());
     walkLog().info(
         "walk: each fold's data.split is the walk's (val_from, val_until and train_from, with "
         "data.split.embargo = {}): the config's other split keys are replaced",
         config_.data.split.embargo);
+  }
+
+  // Note [Walk-forward]: the weights a fold starts from. With warm starts the first fold starts
+  // from the config's train.init_from and each later one from the last fold with samples;
+  // without, every fold from train.init_from (empty: from scratch).
+  std::string initFromOf(const Fold& fold) const {
+    if (!config_.walk.warmStart || fold.predicted.size() == 0) return config_.train.initFrom;
+    for (auto it = folds_.rbegin(); it != folds_.rend(); ++it)
+      if (it->predicted.size() > 0) return it->dir;
+    return config_.train.initFrom;
+  }
+
+  void printPlan() const {
+    for (const Fold& fold : folds_) {
+      train::JsonRecord line;
+      line.add("fold", fold.plan.name).add("periods", fold.labels);
+      line.add("from", fold.plan.predictFrom).add("to", fold.plan.predictTo);
+      line.add("train_from", fold.plan.split.trainFrom).add("val_from", fold.plan.split.valFrom);
+      line.add("val_until", fold.plan.split.valUntil);
+      const auto range = [&](const char* name, const data::SampleRange& r) {
+        line.add(std::string(name) + "_begin", r.begin).add(std::string(name) + "_end", r.end);
+      };
+      range("train", fold.splits[static_cast<int>(data::Split::kTrain)]);
+      range("val", fold.splits[static_cast<int>(data::Split::kVal)]);
+      range("predict", fold.predicted);
+      line.add("init_from", fold.initFrom);
+      std::printf("%s\n", line.str().c_str());
+    }
   }
 
   std::string describeProcedure() const {
@@ -158,17 +205,17 @@ class WalkRun {
 
   // Rank 0 reads which folds are done and checks their config; every rank learns the first.
   void checkFoldsDone() {
-    at::Tensor done = at::zeros({static_cast<std::int64_t>(folds_.size())}, at::kLong);
+    at::Tensor rows = at::full({static_cast<std::int64_t>(folds_.size())}, -1, at::kLong);
     if (isRoot()) {
       for (std::size_t i = 0; i < folds_.size(); ++i) {
         folds_[i].record = readFoldRecord(config_.run.dir, folds_[i].plan.name);
-        done[static_cast<std::int64_t>(i)] = folds_[i].record ? 1 : 0;
+        if (folds_[i].record) rows[static_cast<std::int64_t>(i)] = folds_[i].record->rows;
       }
       checkConfigOfFoldsDone(config_, folds_, dataChanges_);
     }
-    control().broadcast(done, 0, "walk: folds done");
+    control().broadcast(rows, 0, "walk: folds done");
     for (std::size_t i = 0; i < folds_.size(); ++i)
-      folds_[i].done = done[static_cast<std::int64_t>(i)].item<std::int64_t>() != 0;
+      folds_[i].doneRows = rows[static_cast<std::int64_t>(i)].item<std::int64_t>();
   }
 
   Config foldConfig(std::size_t i) const {
@@ -181,8 +228,7 @@ class WalkRun {
     fold.data.split.embargo = base.embargo;
     fold.run.dir = folds_[i].dir;
     fold.run.resume = "auto";
-    if (config_.walk.warmStart && previousTrained_) fold.train.initFrom = *previousTrained_;
-    if (!config_.walk.warmStart && previousTrained_) fold.train.initFrom.clear();
+    fold.train.initFrom = folds_[i].initFrom;
     return fold;
   }
 
@@ -202,23 +248,22 @@ class WalkRun {
                        fold.plan.predictFrom, fold.plan.predictTo);
       return false;
     }
-    if (fold.done && fold.record && fold.record->rows == fold.predicted.size()) {
-      previousTrained_ = fold.dir;
-      return false;
-    }
+    if (fold.doneRows == fold.predicted.size()) return false;
     const Clock::time_point start = Clock::now();
     FoldRecord record;
     record.name = fold.plan.name;
     record.from = fold.plan.predictFrom;
     record.to = fold.plan.predictTo;
     record.periods = fold.labels;
-    if (fold.done && fold.record) {
+    const bool done = fold.doneRows >= 0;
+    if (done) {
       // A fold whose periods gained samples (the file grew inside them): its model, trained on
-      // what came before them, predicts them again; nothing is trained.
-      record = *fold.record;
+      // what came before them, predicts the new ones; nothing is trained, and its rows stay.
+      if (fold.record) record = *fold.record;  // rank 0
       if (isRoot())
-        walkLog().info("{}: {} samples now ({} before): predicting them again with {}", where,
+        walkLog().info("{}: {} samples now ({} before): predicting the new ones with {}", where,
                        fold.predicted.size(), record.rows, record.checkpoint);
+      predictNewSamples(fold, record);
     } else {
       if (isRoot())
         walkLog().info("{}: training on samples {}, validating on {}, predicting {}", where,
@@ -242,15 +287,14 @@ class WalkRun {
       record.stepsRun = summary.stepsRun;
       record.trainSeconds = summary.stepSeconds;
       record.evalSeconds = summary.evalSeconds;
+      predict(fold, record);
     }
-    predict(fold, record);
-    record.wallSeconds = (fold.done ? record.wallSeconds : 0) + secondsSince(start);
+    record.wallSeconds = (done ? record.wallSeconds : 0) + secondsSince(start);
     dist::agreed(control(), "recording " + fold.plan.name, [&] {
       if (isRoot()) writeFoldRecord(config_.run.dir, record);
     });
     fold.record = record;
-    fold.done = true;
-    previousTrained_ = fold.dir;
+    fold.doneRows = fold.predicted.size();
     ++ranHere;
     if (isRoot()) {
       const double perFold = secondsSince(walkStart) / static_cast<double>(ranHere);
@@ -287,6 +331,42 @@ class WalkRun {
     record.predictSeconds = secondsSince(start);
   }
 
+  // The samples of a done fold's periods after those it predicted, appended to its file.
+  void predictNewSamples(const Fold& fold, FoldRecord& record) {
+    const Clock::time_point start = Clock::now();
+    dist::agreed(control(), "predicting the new samples of " + fold.plan.name, [&] {
+      if (!isRoot()) return;
+      const std::string more = (fs::path(fold.dir) / "predictions-new.h5").string();
+      train::PredictRequest request;
+      request.checkpoint = record.checkpoint;
+      request.data = config_.data.path;
+      request.out = more;
+      request.split = "";
+      request.period = {timeOfSample(fold.predicted.begin + record.rows), fold.plan.predictTo, ""};
+      const std::int64_t added = train::predictToFile(request, runtime_).rows;
+      if (record.rows + added != fold.predicted.size())
+        throw DataError(config_.data.path + ": the new samples of fold " + fold.plan.name +
+                            " share their time with ones it predicted before",
+                        "delete " + (fs::path(fold.dir) / "fold.json").string() +
+                            " to predict its periods again whole");
+      appendPredictions((fs::path(fold.dir) / "predictions.h5").string(), more);
+      record.rows += added;
+    });
+    record.predictSeconds += secondsSince(start);
+  }
+
+  // Sample `i`'s time as a cut (rank 0: one row of the file's timestamps).
+  std::string timeOfSample(std::int64_t i) const {
+    std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
+    const std::string& name =
+        config_.data.layout == "panel" ? config_.data.names.time : config_.data.names.timestamps;
+    h5::Handle file = h5::openFile(config_.data.path, false, ExitCode::kData);
+    h5::Handle dataset = h5::openDataset(file.get(), name, ExitCode::kData);
+    const at::Tensor time =
+        h5::readRows(dataset.get(), i, i + 1, at::kLong, ExitCode::kData, config_.data.path);
+    return formatTime(time.item<std::int64_t>(), config_.data.timeUnit);
+  }
+
   bool stopAgreed() {
     if (stoppedInFold_) return true;
     at::Tensor stop = at::full({1}, train::stopSeen(), at::kInt);
@@ -306,15 +386,15 @@ class WalkRun {
   dist::Runtime& runtime_;
   std::unique_ptr<train::RunLock> lock_;
   std::vector<Fold> folds_;
-  std::optional<std::string> previousTrained_;
   std::vector<std::string> dataChanges_;  // accepted under run.allow_data_change
   bool stoppedInFold_ = false;
+  std::string range_;  // the file's samples in words
 };
 
 }  // namespace
 
-int runWalk(const Config& config, dist::Runtime& runtime) {
-  return WalkRun(config, runtime).run();
+int runWalk(const Config& config, dist::Runtime& runtime, bool planOnly) {
+  return WalkRun(config, runtime).run(planOnly);
 }
 
 }  // namespace mb::walk

@@ -15,7 +15,9 @@ class Runtime;
 namespace mb::walk {
 
 // Collective over the runtime's ranks. Returns the process exit code: 0 when every fold is
-// done, 75 when a stop signal ended it after a checkpoint (run the same command again).
-int runWalk(const Config& config, dist::Runtime& runtime);
+// done, 75 when a stop signal ended it after a checkpoint (run the same command again). With
+// `planOnly`, rank 0 prints each fold's plan as a JSON line (its periods, cuts, the samples of
+// its splits and of its periods, its train.init_from) and nothing is trained or written.
+int runWalk(const Config& config, dist::Runtime& runtime, bool planOnly = false);
 
 }  // namespace mb::walk

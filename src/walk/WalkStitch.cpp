@@ -27,8 +27,8 @@ struct FoldFile {
   std::map<std::string, std::int64_t> ints;
 };
 
-FoldFile readFoldFile(const Fold& fold) {
-  const std::string path = (fs::path(fold.dir) / "predictions.h5").string();
+// Every dataset and the attributes of a predictions file.
+FoldFile readPredictionsFile(const std::string& path) {
   FoldFile out;
   h5::Handle file = h5::openFile(path, false, kCode);
   for (const std::string& name : h5::listGroup(file.get()))
@@ -40,6 +40,12 @@ FoldFile readFoldFile(const Fold& fold) {
   for (const char* name : kIntAttributes)
     if (h5::hasAttribute(file.get(), name))
       out.ints[name] = h5::readIntAttribute(file.get(), name, kCode);
+  return out;
+}
+
+FoldFile readFoldFile(const Fold& fold) {
+  const std::string path = (fs::path(fold.dir) / "predictions.h5").string();
+  FoldFile out = readPredictionsFile(path);
   const auto rows =
       out.datasets.count("sample_index") ? out.datasets["sample_index"] : at::Tensor();
   const bool holdsItsSamples =
@@ -53,6 +59,29 @@ FoldFile readFoldFile(const Fold& fold) {
                     "delete " + (fs::path(fold.dir) / "fold.json").string() +
                         " and run the walk again: it predicts the fold again with its checkpoint");
   return out;
+}
+
+// Writes `datasets` and the attributes to `path` atomically.
+void writePredictionsFile(const std::string& path,
+                          const std::map<std::string, std::vector<at::Tensor>>& datasets,
+                          const FoldFile& attributes,
+                          const std::map<std::string, std::string>& moreTexts) {
+  const std::string tmp = path + ".tmp";
+  {
+    h5::Handle file = h5::createFile(tmp, false, ExitCode::kFailure);
+    h5::WriteOptions options;
+    options.gzipLevel = 4;
+    for (const auto& [name, tensors] : datasets)
+      h5::writeTensor(file.get(), name, at::cat(tensors), options, ExitCode::kFailure);
+    for (const auto& [name, value] : attributes.texts)
+      h5::writeAttribute(file.get(), name, value, ExitCode::kFailure);
+    for (const auto& [name, value] : attributes.ints)
+      h5::writeAttribute(file.get(), name, value, ExitCode::kFailure);
+    for (const auto& [name, value] : moreTexts)
+      h5::writeAttribute(file.get(), name, value, ExitCode::kFailure);
+    file.close(ExitCode::kFailure, tmp);
+  }
+  train::commitFile(tmp, path);
 }
 
 std::string lines(const std::vector<std::string>& items) {
@@ -90,35 +119,44 @@ void stitchPredictions(const Config& config, const std::vector<Fold>& folds) {
     throw DataError("no fold of the walk has a sample to predict in [" + config.walk.from + ", " +
                         (config.walk.to.empty() ? "the file's end" : config.walk.to) + ")",
                     "check walk.from, walk.to and the file's timestamps (megabatch inspect)");
+  parts["fold"] = foldOfRow;
   const std::string path = walkPredictionsPath(config);
-  const std::string tmp = path + ".tmp";
-  {
-    h5::Handle file = h5::createFile(tmp, false, ExitCode::kFailure);
-    h5::WriteOptions options;
-    options.gzipLevel = 4;
-    for (const auto& [name, tensors] : parts)
-      h5::writeTensor(file.get(), name, at::cat(tensors), options, ExitCode::kFailure);
-    h5::writeTensor(file.get(), "fold", at::cat(foldOfRow), options, ExitCode::kFailure);
-    for (const auto& [name, value] : first.texts)
-      h5::writeAttribute(file.get(), name, value, ExitCode::kFailure);
-    for (const auto& [name, value] : first.ints)
-      h5::writeAttribute(file.get(), name, value, ExitCode::kFailure);
-    h5::writeAttribute(file.get(), "data", config.data.path, ExitCode::kFailure);
-    h5::writeAttribute(file.get(), "split", std::string("walk"), ExitCode::kFailure);
-    h5::writeAttribute(file.get(), "every", config.walk.every, ExitCode::kFailure);
-    h5::writeAttribute(file.get(), "from", config.walk.from, ExitCode::kFailure);
-    h5::writeAttribute(file.get(), "to", folds.back().plan.predictTo, ExitCode::kFailure);
-    h5::writeAttribute(file.get(), "fold_names", lines(names), ExitCode::kFailure);
-    h5::writeAttribute(file.get(), "fold_periods", lines(periods), ExitCode::kFailure);
-    h5::writeAttribute(file.get(), "fold_checkpoints", lines(checkpoints), ExitCode::kFailure);
-    file.close(ExitCode::kFailure, tmp);
-  }
-  train::commitFile(tmp, path);
+  writePredictionsFile(path, parts, first,
+                       {{"data", config.data.path},
+                        {"split", "walk"},
+                        {"every", config.walk.every},
+                        {"from", config.walk.from},
+                        {"to", folds.back().plan.predictTo},
+                        {"fold_names", lines(names)},
+                        {"fold_periods", lines(periods)},
+                        {"fold_checkpoints", lines(checkpoints)}});
   std::int64_t rows = 0;
   for (const auto& part : foldOfRow)
     rows += part.numel();
   log::get("train").info("walk: wrote {} predictions of {} fold(s) to {}", rows, names.size(),
                          path);
+}
+
+void appendPredictions(const std::string& path, const std::string& more) {
+  std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
+  const FoldFile before = readPredictionsFile(path);
+  const FoldFile after = readPredictionsFile(more);
+  std::map<std::string, std::vector<at::Tensor>> datasets;
+  for (const auto& [name, tensor] : before.datasets) {
+    auto added = after.datasets.find(name);
+    if (added == after.datasets.end())
+      throw DataError(more + " lacks /" + name + ", which " + path + " holds",
+                      "delete the fold's fold.json and run the walk again");
+    datasets[name] = {tensor, added->second};
+  }
+  h5::Handle file = h5::openFile(path, false, kCode);
+  std::map<std::string, std::string> kept;
+  for (const char* name : {"checkpoint", "data", "split", "from", "to", "model"})
+    if (h5::hasAttribute(file.get(), name))
+      kept[name] = h5::readStringAttribute(file.get(), name, kCode);
+  file.reset();
+  writePredictionsFile(path, datasets, before, kept);
+  fs::remove(more);
 }
 
 }  // namespace mb::walk

@@ -22,4 +22,9 @@ void stitchPredictions(const Config& config, const std::vector<Fold>& folds);
 // RUN/predictions.h5
 std::string walkPredictionsPath(const Config& config);
 
+// Rank 0: the rows of the predictions file `more` appended to those of `path` (a fold's file,
+// whose periods gained samples when the data file grew), which is rewritten atomically; `more`
+// is removed. The rows `path` held stay as they were, bit for bit.
+void appendPredictions(const std::string& path, const std::string& more);
+
 }  // namespace mb::walk

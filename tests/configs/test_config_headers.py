@@ -11,7 +11,7 @@ backslash continues a line; `# ...` after a command is a comment; prose is inden
 (links into the source tree) and an empty data/, with `megabatch` being the binary under test.
 Shrinking, the same for every config:
   - mpirun -np N  ->  -np min(N, 2) --oversubscribe
-  - megabatch train ...  +  train.max_steps=2 train.eval_batches=2 train.global_batch=16
+  - megabatch train (or walk) ...  +  train.max_steps=2 train.eval_batches=2 train.global_batch=16
     (and the model shrinks of SHRINK_TRAIN below for configs too large for a CPU step)
   - megabatch data synth-series ... --features F  ->  --features min(F, 8)
   - megabatch data text --in FILE: FILE is written (2 MB of text) when the header leaves it to you
@@ -92,7 +92,7 @@ def shrink(argv, config, workdir):
         raise AssertionError("%s: header command %r does not start with megabatch, mpirun or /usr/bin/python3"
                              % (config, " ".join(argv)))
     args = argv[1:]
-    if args[:1] == ["train"]:
+    if args[:1] in (["train"], ["walk"]):  # a walk trains every fold as `train` would
         args += TRAIN + SHRINK_TRAIN.get(config, [])
     if args[:2] == ["data", "synth-series"] and "--features" in args:
         i = args.index("--features") + 1
@@ -113,8 +113,10 @@ def run_header(config):
     path = config if os.path.isabs(config) else os.path.join(source, config)
     relative = os.path.relpath(path, source) if path.startswith(source + os.sep) else config
     commands = header_commands(path)
-    if not any(c.split()[:2] == ["megabatch", "train"] or " megabatch train " in c for _, c in commands):
-        raise AssertionError("%s: the header names no `megabatch train` command (it must start with the "
+    trains = [["megabatch", "train"], ["megabatch", "walk"]]
+    if not any(c.split()[:2] in trains or " megabatch train " in c or " megabatch walk " in c
+               for _, c in commands):
+        raise AssertionError("%s: the header names no `megabatch train` (or walk) command (it must start with the "
                              "commands that make its data and train it)" % relative)
     with open(path) as f:
         comments = [line for line in f if line.startswith("#")]

@@ -14,7 +14,7 @@ Every page in PAGES must hold at least the blocks it is listed with, so markers 
 
 The folder holds configs/, examples/, launch/ and slurm/ (links into the source tree), an empty
 data/, and build/megabatch: a wrapper of the binary under test that makes the commands small
-("on small data") by adding, to every `megabatch train`, the overrides test_config_headers.py adds
+("on small data") by adding, to every `megabatch train` and `walk`, the overrides test_config_headers.py adds
 to the configs' headers (train.max_steps=2 and the like). Nothing else is changed. Python blocks
 run with /usr/bin/python3 (h5py, torch); after a block that writes an HDF5 file with
 h5py.File(NAME, "w"), `megabatch inspect NAME` must read it. Each command must exit 0; a failure
@@ -98,11 +98,11 @@ def shell_commands(block):
 
 
 def write_wrapper(path):
-    """build/megabatch: the binary under test, with every `train` shrunk and put on the test device."""
+    """build/megabatch: the binary under test, with every `train` and `walk` shrunk and put on the test device."""
     device = " ".join(mbtest.device_overrides())
     script = """#!/bin/sh
 # doc test wrapper (tests/docs/test_doc_commands.py): small runs of the binary under test
-if [ "$1" = train ]; then
+if [ "$1" = train ] || [ "$1" = walk ]; then
   for a in "$@"; do [ "$a" = --print-config ] && exec %(bin)s "$@"; done
   exec %(bin)s "$@" %(train)s %(device)s
 fi

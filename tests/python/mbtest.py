@@ -6,7 +6,7 @@ MEGABATCH_SOURCE_DIR, MEGABATCH_MPIEXEC, and the OMPI_* variables that let mpiru
 MEGABATCH_TEST_DEVICE=cpu (the default) or cuda picks the device of every run (Note [Test device]
 in tests/support/Device.h): run() and mpirun() add train.device=<device> to each `train` and
 `data check` given a --config, and under cuda, for more than one rank, dist.backend=mpi (every
-rank shares the one GPU, and NCCL refuses two ranks on one GPU). A command line built by hand
+rank shares the one GPU, and NCCL refuses two ranks on one GPU); `walk` too. A command line built by hand
 adds with_device(args, np). An override the test gives itself (train.device=..., dist.backend=...)
 is left alone. With cuda and no usable GPU, `megabatch train` exits 2 with "train.device = cuda,
 but ..." and the reason (no GPU visible, a CPU build): the test fails, it never runs on the CPU.
@@ -51,9 +51,9 @@ def device_overrides(np_=1, given=()):
 
 def with_device(args, np_=1):
     """`args` (a megabatch command line after the binary) plus device_overrides when it runs
-    `train` or `data check` with a --config; any other command is returned unchanged."""
+    `train`, `walk` or `data check` with a --config; any other command is returned unchanged."""
     args = list(args)
-    runs = args[:1] == ["train"] or args[:2] == ["data", "check"]
+    runs = args[:1] in (["train"], ["walk"]) or args[:2] == ["data", "check"]
     if not runs or "--config" not in args:
         return args
     return args + device_overrides(np_, args)
