@@ -10,6 +10,8 @@
 #   MB_LAUNCHER=srun|mpirun  srun (default): `srun --mpi=pmix`, one task per rank;
 #                            mpirun: Open MPI's mpirun inside the allocation
 #   MB_DEVICE=cpu            adds train.device=cpu (train-cpu.sbatch sets it)
+#   MB_COMMAND=train|walk    the megabatch command the step runs (default train; walk.sbatch:
+#                            walk, whose exit 75 and requeue work as train's)
 #   MB_REQUEUE=1|0           requeue after exit 75 from the preemption signal, and after a
 #                            failure a restart can mend (default 1)
 #   MB_MAX_RESTARTS=N        stop requeueing after N restarts, of either kind (default 50)
@@ -72,7 +74,7 @@ extra=${MB_SRUN_ARGS:-}
 [[ $launcher == mpirun ]] && step+=($(mb_daemon_keepalive_args "$extra" "$bin" "$config" "$@"))
 # shellcheck disable=SC2206  # a list of words on purpose
 [[ -n $extra ]] && step+=($extra)
-step+=("$bin" train --config "$config")
+step+=("$bin" "${MB_COMMAND:-train}" --config "$config")
 [[ ${MB_DEVICE:-} == cpu ]] && step+=(train.device=cpu)
 step+=("$@")
 

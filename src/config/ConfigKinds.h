@@ -3,9 +3,9 @@
 // data.layout and model.kind name things that the layers above config define: the layouts of
 // src/data/ and the models of src/model/. Some config rules depend on them (which layouts a
 // model trains on, whether it may carry state, each kind's own checks), yet config includes
-// nothing above itself (app -> train -> model -> data -> dist -> config -> common). So config
-// keeps only the part of a kind that its rules read (LayoutRules, ModelRules), the layers above
-// derive their kinds from those (data::LayoutKind, model::ModelKind), and the registries are
+// nothing above itself (app -> walk -> train -> model -> data -> dist -> config -> common). So
+// config keeps only the part of a kind that its rules read (LayoutRules, ModelRules), the layers
+// above derive their kinds from those (data::LayoutKind, model::ModelKind), and the registries are
 // handed down once, before any config is read: model::handKindsToConfig() at the start of
 // app::main() and of every test program (tests/support/Kinds.cpp).
 #include <functional>
