@@ -116,36 +116,6 @@ std::vector<std::int64_t> timesOfRows(const data::DataInfo& info, const at::Tens
   return {times.data_ptr<std::int64_t>(), times.data_ptr<std::int64_t>() + times.numel()};
 }
 
-// Note [Baselines], beside the model's own score.
-void printBaselines(const std::map<std::string, double>& metrics, const std::string& prefix,
-                    const data::DataInfo& info) {
-  const auto value = [&](const std::string& name) -> std::optional<double> {
-    auto it = metrics.find(prefix + name);
-    return it == metrics.end() ? std::nullopt : std::optional<double>(it->second);
-  };
-  // Each baseline's own figure in words ("train mean (0.0123)"), beside its name.
-  const auto detail = [&](const std::string& name) -> std::string {
-    if (name == "mean" && info.trainTargetMean.size() == 1)
-      return fmt::format(" ({:.4g})", info.trainTargetMean[0]);
-    if (name == "last") return fmt::format(" ({} ahead)", info.horizon);
-    return "";
-  };
-  std::string lines;
-  for (const train::Baseline& b : train::baselines()) {
-    const std::string name = std::string("baseline_") + b.name + "_";
-    const std::optional<double> score = value(name + b.metric);
-    if (!score) continue;
-    const std::optional<double> skill = value(name + "skill");
-    lines += fmt::format("    {:<32} {} {:<10.6g}", b.words + detail(b.name), b.metric, *score);
-    if (skill) lines += fmt::format(" skill {:+.4f}", *skill);
-    lines += "\n";
-  }
-  if (lines.empty()) return;
-  std::printf(
-      "  baselines on the same samples (skill = 1 - model/baseline; above 0 beats it%s):\n%s",
-      value("baseline_majority_accuracy") ? ", on the error rate for accuracy" : "", lines.c_str());
-}
-
 }  // namespace
 
 void addPeriodFields(train::JsonRecord& record, const PeriodSelection& period,
@@ -189,6 +159,7 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
   train::EvalOptions options;
   options.task = config.model.task;
   options.keepForecastRows = by.has_value();
+  options.recorded = {run.checkpoint.trainTargetMean, run.checkpoint.trainClassCounts};
   if (by) {
     dist::agreed(runtime.control(), "checking --by", [&] {
       requireJudgeableByPeriod(data->info(), train::forecastKind(data->info(), config.model.task),
@@ -242,7 +213,18 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
     if (!train::isBaselineName(name.substr(prefix.size())))
       std::printf("  %-22s %.6g\n", name.c_str(), value);
   }
-  printBaselines(metrics, prefix, data->info());
+  // Note [The train mean of an evaluation]: the figures evaluateSplit compared with.
+  const train::ForecastKind kind = train::forecastKind(data->info(), config.model.task);
+  train::BaselineInputs shown;
+  shown.trainMean = data->info().trainTargetMean;
+  shown.trainClassCounts = data->info().trainClassCounts;
+  train::BaselineWords words;
+  words.horizon = data->info().horizon;
+  const std::string missing =
+      train::useTrainSplit(shown, kind, options.recorded, data->info(), run.path);
+  if (!missing.empty()) words.missing.push_back(missing);
+  words.trainMean = train::trainMeanWords(shown.trainMean);
+  std::printf("%s", train::baselinesText(metrics, prefix, words).c_str());
   if (exact) {
     std::printf("  exact match on %lld held-out problems: %.2f%%\n",
                 static_cast<long long>(exact->overall.total), 100.0 * exact->overall.accuracy());
@@ -258,11 +240,11 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
   }
   std::string table;
   if (by) {
-    const train::ForecastKind kind = train::forecastKind(data->info(), config.model.task);
+    train::BaselineInputs inputs = train::baselineInputs(options.forecastRows, data->info());
+    train::useTrainSplit(inputs, kind, options.recorded, data->info(), run.path);
     const std::vector<train::PeriodRow> rows = train::resultsByPeriod(
         kind, options.forecastRows, timesOfRows(data->info(), options.forecastRows),
-        data->info().timeUnit, *by, data->info(),
-        train::lastKnownTargets(options.forecastRows, data->info()));
+        data->info().timeUnit, *by, inputs, data->info().path);
     std::printf("  by %s:\n%s", train::periodName(*by),
                 train::periodTableText(rows, kind, *by).c_str());
     table = train::periodTableCsv(rows);
