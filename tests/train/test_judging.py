@@ -224,6 +224,22 @@ class Judging(mbtest.TempDirTestCase):
         self.assertNotIn("period_baseline_mean_mse", got)
         self.assertIn("period_baseline_zero_mse", got)
 
+    def test_eval_predictions_of_predict_output_equals_eval_of_the_checkpoint(self):
+        checkpoint, judged = self.path("c.json"), self.path("p.json")
+        self.eval("--split", "test", "--out", checkpoint)
+        r = mbtest.run(["eval", "--predictions", self.predictions["test"], "--out", judged])
+        self.assertExit(r, 0, "train mean (%.4g)" % self.train_mean, "last known target (1 ahead)")
+        with open(checkpoint) as f:
+            want = json.load(f)
+        with open(judged) as f:
+            got = json.load(f)
+        # The model's own mae sums in float32; the file's predictions are the same values.
+        self.assertAlmostEqual(got["mae"], want["test_mae"], delta=1e-5)
+        for name in ("ic", "rank_ic", "hit_rate", "baseline_zero_mse", "baseline_mean_mse",
+                     "baseline_last_mse", "baseline_zero_skill", "baseline_mean_skill",
+                     "baseline_last_skill", "samples"):
+            self.assertAlmostEqual(got[name], want["test_" + name], delta=TOL, msg=name)
+
     def test_training_records_the_baselines_once_and_the_forecast_metrics_each_evaluation(self):
         records = mbtest.read_metrics(self.run_dir)
         baselines = [r for r in records if r.get("event") == "baseline"]
