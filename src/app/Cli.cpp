@@ -80,16 +80,21 @@ const std::vector<CommandSpec>& commands() {
       {"eval",
        "megabatch eval --checkpoint CKPT [--data FILE] [--split val|test] [--from T] [--to T] "
        "[--by day|week|month|quarter|year] [--batch N] [--memory-budget-mb MB] "
-       "[--max-samples N] [--precision P] [--out FILE.json|FILE.csv]",
-       "loss, metrics and baselines of a checkpoint on the val or test split, or on a period",
+       "[--max-samples N] [--precision P] [--out FILE.json|FILE.csv]\n"
+       "       megabatch eval --predictions FILE.h5 [--by PERIOD|fold] [--out FILE.json|FILE.csv]",
+       "loss, metrics and baselines of a checkpoint on the val or test split, or on a period; "
+       "or the metrics and baselines of a predictions file",
        {{"checkpoint", true, "checkpoint file or run directory"},
+        {"predictions", true,
+         "judge this predictions file (megabatch predict's format; a walk's adds a table by "
+         "fold) instead of a checkpoint"},
         {"data", true, "data file (default: the one the run trained on)"},
         {"split", true, "val or test (default val; with --from/--to: the period within it)"},
         {"from", true, kFromHelp},
         {"to", true, kToHelp},
         {"by", true,
          "also judge each calendar period (day, week, month, quarter or year) of the samples' "
-         "timestamps alone: one row a period"},
+         "timestamps alone: one row a period (--predictions: also fold, one row a fold)"},
         {"batch", true,
          "samples per forward pass per rank (default: the largest up to 256 on the CPU, the "
          "training micro-batch on a GPU, that fits the memory budget)"},

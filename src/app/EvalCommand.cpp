@@ -1,4 +1,5 @@
 // megabatch eval --checkpoint CKPT [--data FILE] [--split val|test] [--out FILE.json]
+// megabatch eval --predictions FILE.h5 [--by PERIOD] [--out FILE.json|FILE.csv]
 // Loss and metrics of a trained checkpoint on a split (distributed under mpirun like training),
 // plus exact-match accuracy per operation for arithmetic corpora. --batch sets the samples per
 // forward pass (Note [Evaluation batch] chooses otherwise, within --memory-budget-mb or 90% of
@@ -27,6 +28,7 @@
 #include "train/Prediction.h"
 #include "train/judge/Forecasts.h"
 #include "train/judge/PeriodTable.h"
+#include "train/judge/PredictionsFile.h"
 #include "train/memory/EvalBatch.h"
 #include "train/precision/Precision.h"
 #include "train/watch/Metrics.h"
@@ -116,34 +118,56 @@ std::vector<std::int64_t> timesOfRows(const data::DataInfo& info, const at::Tens
   return {times.data_ptr<std::int64_t>(), times.data_ptr<std::int64_t>() + times.numel()};
 }
 
-// Note [Baselines], beside the model's own score.
-void printBaselines(const std::map<std::string, double>& metrics, const std::string& prefix,
-                    const data::DataInfo& info) {
-  const auto value = [&](const std::string& name) -> std::optional<double> {
-    auto it = metrics.find(prefix + name);
-    return it == metrics.end() ? std::nullopt : std::optional<double>(it->second);
-  };
-  // Each baseline's own figure in words ("train mean (0.0123)"), beside its name.
-  const auto detail = [&](const std::string& name) -> std::string {
-    if (name == "mean" && info.trainTargetMean.size() == 1)
-      return fmt::format(" ({:.4g})", info.trainTargetMean[0]);
-    if (name == "last") return fmt::format(" ({} ahead)", info.horizon);
-    return "";
-  };
-  std::string lines;
-  for (const train::Baseline& b : train::baselines()) {
-    const std::string name = std::string("baseline_") + b.name + "_";
-    const std::optional<double> score = value(name + b.metric);
-    if (!score) continue;
-    const std::optional<double> skill = value(name + "skill");
-    lines += fmt::format("    {:<32} {} {:<10.6g}", b.words + detail(b.name), b.metric, *score);
-    if (skill) lines += fmt::format(" skill {:+.4f}", *skill);
-    lines += "\n";
+// megabatch eval --predictions FILE.h5 [--by PERIOD] [--out FILE]: Note [Judging a predictions
+// file]. Every rank reads and judges (a small file), so an error ends every rank alike; rank 0
+// prints.
+int runEvalPredictions(const ParsedArgs& args, dist::Runtime& runtime) {
+  for (const char* flag : {"checkpoint", "data", "split", "from", "to", "batch", "memory-budget-mb",
+                           "max-samples", "precision"})
+    if (args.has(flag))
+      throw ConfigError(std::string("--") + flag + " applies to evaluating a checkpoint, not to " +
+                            "--predictions FILE (its predictions are made already)",
+                        std::string("leave out --") + flag);
+  if (!args.positionals.empty())
+    throw ConfigError("eval --predictions takes no key=value overrides (found " +
+                      args.positionals.front() + ")");
+  // --by fold: the table by fold (printed in any case) is the one --out writes.
+  const bool byFold = args.get("by") == "fold";
+  const std::optional<train::Period> by = byFold ? std::nullopt : parseBy(args);
+  const std::string path = args.get("predictions");
+  train::PredictionsFile file;
+  std::map<std::string, double> judged;
+  std::vector<train::PeriodRow> folds, periods;
+  dist::agreed(runtime.control(), "judging " + path, [&] {
+    file = train::readPredictionsFile(path);
+    if (byFold && file.fold.empty())
+      throw DataError(
+          path + " has no /fold dataset, so its rows cannot be grouped by fold (--by fold)",
+          "a walk-forward's predictions.h5 has one; or group by a calendar period: "
+          "--by day|week|month|quarter|year");
+    judged = train::judgePredictions(file);
+    folds = train::resultsByFold(file);
+    if (by) periods = train::resultsByPeriod(file, *by);
+  });
+  if (runtime.rank() != 0) return 0;
+  std::printf("%s", train::judgementText(file, judged).c_str());
+  if (!folds.empty()) std::printf("  by fold:\n%s", train::foldTableText(file, folds).c_str());
+  if (by)
+    std::printf("  by %s:\n%s", train::periodName(*by),
+                train::periodTableText(periods, file.kind, *by).c_str());
+  if (args.has("out")) {
+    train::JsonRecord record;
+    record.add("predictions", path);
+    if (!file.fold.empty()) record.add("folds", static_cast<std::int64_t>(file.foldNames.size()));
+    for (const auto& [name, value] : judged)
+      record.add(name, value);
+    std::ofstream out(args.get("out"));
+    out << (by       ? train::periodTableCsv(periods)
+            : byFold ? train::periodTableCsv(folds, "fold")
+                     : record.str() + "\n");
+    if (!out) throw RuntimeError("cannot write " + args.get("out"));
   }
-  if (lines.empty()) return;
-  std::printf(
-      "  baselines on the same samples (skill = 1 - model/baseline; above 0 beats it%s):\n%s",
-      value("baseline_majority_accuracy") ? ", on the error rate for accuracy" : "", lines.c_str());
+  return 0;
 }
 
 }  // namespace
@@ -160,9 +184,11 @@ void addPeriodFields(train::JsonRecord& record, const PeriodSelection& period,
 }
 
 int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
+  if (args.has("predictions")) return runEvalPredictions(args, runtime);
   if (!args.has("checkpoint"))
     throw ConfigError(
-        "megabatch eval needs --checkpoint CKPT (a checkpoint file or a run directory)");
+        "megabatch eval needs --checkpoint CKPT (a checkpoint file or a run directory), or "
+        "--predictions FILE.h5 (a predictions file to judge)");
   const bool period = args.has("from") || args.has("to");
   const std::optional<train::Period> by = parseBy(args);
   // Note [Selected period]: the period is loaded as the test split.
@@ -189,6 +215,7 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
   train::EvalOptions options;
   options.task = config.model.task;
   options.keepForecastRows = by.has_value();
+  options.recorded = {run.checkpoint.trainTargetMean, run.checkpoint.trainClassCounts};
   if (by) {
     dist::agreed(runtime.control(), "checking --by", [&] {
       requireJudgeableByPeriod(data->info(), train::forecastKind(data->info(), config.model.task),
@@ -242,7 +269,18 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
     if (!train::isBaselineName(name.substr(prefix.size())))
       std::printf("  %-22s %.6g\n", name.c_str(), value);
   }
-  printBaselines(metrics, prefix, data->info());
+  // Note [The train mean of an evaluation]: the figures evaluateSplit compared with.
+  const train::ForecastKind kind = train::forecastKind(data->info(), config.model.task);
+  train::BaselineInputs shown;
+  shown.trainMean = data->info().trainTargetMean;
+  shown.trainClassCounts = data->info().trainClassCounts;
+  train::BaselineWords words;
+  words.horizon = data->info().horizon;
+  const std::string missing =
+      train::useTrainSplit(shown, kind, options.recorded, data->info(), run.path);
+  if (!missing.empty()) words.missing.push_back(missing);
+  words.trainMean = train::trainMeanWords(shown.trainMean);
+  std::printf("%s", train::baselinesText(metrics, prefix, words).c_str());
   if (exact) {
     std::printf("  exact match on %lld held-out problems: %.2f%%\n",
                 static_cast<long long>(exact->overall.total), 100.0 * exact->overall.accuracy());
@@ -258,11 +296,11 @@ int runEval(const ParsedArgs& args, dist::Runtime& runtime) {
   }
   std::string table;
   if (by) {
-    const train::ForecastKind kind = train::forecastKind(data->info(), config.model.task);
+    train::BaselineInputs inputs = train::baselineInputs(options.forecastRows, data->info());
+    train::useTrainSplit(inputs, kind, options.recorded, data->info(), run.path);
     const std::vector<train::PeriodRow> rows = train::resultsByPeriod(
         kind, options.forecastRows, timesOfRows(data->info(), options.forecastRows),
-        data->info().timeUnit, *by, data->info(),
-        train::lastKnownTargets(options.forecastRows, data->info()));
+        data->info().timeUnit, *by, inputs, data->info().path);
     std::printf("  by %s:\n%s", train::periodName(*by),
                 train::periodTableText(rows, kind, *by).c_str());
     table = train::periodTableCsv(rows);

@@ -1,12 +1,14 @@
 // megabatch plot PREDICTIONS.h5: one PNG that shows at a glance whether a model is any good,
 // drawn by matplotlib from the file `megabatch predict` writes (its datasets and attributes are
-// listed at the top of src/app/PredictCommand.cpp).
+// listed at the top of src/train/Prediction.cpp).
 //   regression (series, samples, graphs): predicted and actual smoothed over time, the rolling
 //     IC, the mean target by prediction decile, and the cumulative return of trading the
 //     prediction's sign against always-long
 //   panel regression: the daily IC across the instruments present, with its cumulative sum,
 //     and the cumulative mean target of each prediction quintile
 //   classification: the confusion matrix and the calibration curve
+// A walk-forward's file (/fold) gets a dashed line at each fold's first row on the time axes,
+// labelled with its fold_names line, and the script prints "fold boundaries: NAME at TIME, ...".
 #include <filesystem>
 #include <mutex>
 #include <string>
@@ -47,7 +49,7 @@ def fail(message):
 def text(value):
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
-names = ["predictions", "targets", "sample_index", "timestamps", "present", "probabilities"]
+names = ["predictions", "targets", "sample_index", "timestamps", "present", "probabilities", "fold"]
 try:
     with h5py.File(path, "r") as f:
         if "predictions" not in f or "targets" not in f:
@@ -93,6 +95,24 @@ if dates is not None:
 else:
     x, x_label = index, "sample (row of the data file)"
 
+# --- a walk-forward's folds: a line at each fold's first row, named by fold_names -------------
+fold_marks = []  # (x of the fold's first row, its name)
+if "fold" in data and data["fold"].ndim == 1 and data["fold"].shape[0] == rows:
+    fold_of = data["fold"].astype(np.int64)
+    fold_names = attrs.get("fold_names", "").splitlines()
+    numbers, firsts = np.unique(fold_of, return_index=True)
+    for number, first in sorted(zip(numbers, firsts), key=lambda pair: pair[1]):
+        name = fold_names[number] if 0 <= number < len(fold_names) else "fold %d" % number
+        fold_marks.append((x[first], name))
+    print("fold boundaries: " + ", ".join("%s at %s" % (name, str(at)[:19]) for at, name in fold_marks))
+
+def mark_folds(axis, label=False):
+    for at, name in fold_marks:
+        axis.axvline(at, color="tab:brown", ls="--", lw=0.9, alpha=0.8)
+        if label:
+            axis.annotate(name, xy=(at, 0.98), xycoords=("data", "axes fraction"), rotation=90,
+                          va="top", ha="left", fontsize=7, color="tab:brown")
+
 def cut(values, rows_of):
     """`values` with NaN after each gap in the rows predicted (the embargo between splits), so
     that a line breaks there instead of crossing it."""
@@ -118,6 +138,8 @@ def title():
         what = "period %s to %s" % (attrs.get("from") or "the start", attrs.get("to") or "the end")
     else:
         what = "%s split" % split if split != "all" else "all splits"
+    if fold_marks:
+        what += ", %d folds of a walk-forward" % len(fold_marks)
     return "%s %s at step %s, %s of %s (%d rows)\ncheckpoint %s" % (
         attrs.get("model", "model"), task, attrs.get("step", "?"), what,
         os.path.basename(attrs.get("data", "?")), rows, short)
@@ -217,6 +239,8 @@ def draw_regression():
     pnl_ax.set_title("trading the prediction's sign", fontsize=10)
     pnl_ax.legend(loc="upper left", fontsize=8)
     time_axis(pnl_ax)
+    for axis in (series_ax, ic_ax, pnl_ax):
+        mark_folds(axis, label=axis is series_ax)
     head = title()
     if k > 1:
         head += "; target 1 of %d drawn" % k
@@ -276,6 +300,8 @@ def draw_panel():
                    "(a good model fans out, Q5 on top)", fontsize=10)
     q_ax.legend(loc="upper left", fontsize=8)
     time_axis(q_ax)
+    for axis in (ic_ax, q_ax):
+        mark_folds(axis, label=axis is ic_ax)
     head = title()
     if k > 1:
         head += "; target 1 of %d drawn" % k

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include <ATen/Functions.h>
 
@@ -244,6 +245,31 @@ void writeAttribute(hid_t object, const std::string& name, double value, ExitCod
   writeAttributeRaw(object, name, H5T_NATIVE_DOUBLE, &value, code);
 }
 
+namespace {
+
+void writeArrayAttribute(hid_t object, const std::string& name, hid_t type, const void* values,
+                         std::size_t count, ExitCode code) {
+  if (H5Aexists(object, name.c_str()) > 0) H5Adelete(object, name.c_str());
+  const hsize_t dims[1] = {count};
+  Handle space(H5Screate_simple(1, dims, nullptr), H5Sclose);
+  Handle attribute(H5Acreate2(object, name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                   H5Aclose);
+  if (!attribute.valid() || H5Awrite(attribute.get(), type, values) < 0)
+    fail(code, fileNameOf(object) + ": cannot write attribute " + name);
+}
+
+}  // namespace
+
+void writeAttribute(hid_t object, const std::string& name, const std::vector<double>& values,
+                    ExitCode code) {
+  writeArrayAttribute(object, name, H5T_NATIVE_DOUBLE, values.data(), values.size(), code);
+}
+
+void writeAttribute(hid_t object, const std::string& name, const std::vector<std::int64_t>& values,
+                    ExitCode code) {
+  writeArrayAttribute(object, name, H5T_NATIVE_INT64, values.data(), values.size(), code);
+}
+
 bool hasAttribute(hid_t object, const std::string& name) {
   htri_t present = H5Aexists(object, name.c_str());
   H5Eclear2(H5E_DEFAULT);
@@ -289,6 +315,37 @@ double readDoubleAttribute(hid_t object, const std::string& name, ExitCode code)
     fail(code, fileNameOf(object) + ": attribute '" + name + "' is not a number");
   return value;
 }
+
+template <class T>
+std::vector<T> readArrayAttribute(hid_t object, const std::string& name, std::size_t maxValues,
+                                  ExitCode code) {
+  if (H5Aexists(object, name.c_str()) <= 0)
+    throw makeError(code, fileNameOf(object) + ": attribute '" + name + "' is missing");
+  Handle attribute(H5Aopen(object, name.c_str(), H5P_DEFAULT), H5Aclose);
+  if (!attribute.valid()) fail(code, fileNameOf(object) + ": cannot open attribute " + name);
+  Handle space(H5Aget_space(attribute.get()), H5Sclose);
+  Handle type(H5Aget_type(attribute.get()), H5Tclose);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  const hssize_t values = H5Sget_simple_extent_npoints(space.get());
+  const H5T_class_t typeClass = H5Tget_class(type.get());
+  if (rank < 0 || rank > 1 || values < 0 || static_cast<std::size_t>(values) > maxValues)
+    throw makeError(code, fileNameOf(object) + ": attribute '" + name + "' holds " +
+                              std::to_string(values) + " values in " + std::to_string(rank) +
+                              " dimension(s), expected at most " + std::to_string(maxValues) +
+                              " in one");
+  if (typeClass != H5T_FLOAT && typeClass != H5T_INTEGER)
+    throw makeError(code, fileNameOf(object) + ": attribute '" + name + "' is not numeric");
+  std::vector<T> out(static_cast<std::size_t>(values));
+  const hid_t memory = std::is_same_v<T, double> ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64;
+  if (!out.empty() && H5Aread(attribute.get(), memory, out.data()) < 0)
+    fail(code, fileNameOf(object) + ": cannot read attribute " + name);
+  return out;
+}
+
+template std::vector<double> readArrayAttribute<double>(hid_t, const std::string&, std::size_t,
+                                                        ExitCode);
+template std::vector<std::int64_t> readArrayAttribute<std::int64_t>(hid_t, const std::string&,
+                                                                    std::size_t, ExitCode);
 
 std::string fileNameOf(hid_t object) {
   ssize_t length = H5Fget_name(object, nullptr, 0);

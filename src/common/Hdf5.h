@@ -126,10 +126,20 @@ void readRowsInto(hid_t dataset, std::int64_t begin, std::int64_t end, at::Tenso
 void writeAttribute(hid_t object, const std::string& name, const std::string& value, ExitCode code);
 void writeAttribute(hid_t object, const std::string& name, std::int64_t value, ExitCode code);
 void writeAttribute(hid_t object, const std::string& name, double value, ExitCode code);
+// 1-D numeric attributes (float64, int64).
+void writeAttribute(hid_t object, const std::string& name, const std::vector<double>& values,
+                    ExitCode code);
+void writeAttribute(hid_t object, const std::string& name, const std::vector<std::int64_t>& values,
+                    ExitCode code);
 bool hasAttribute(hid_t object, const std::string& name);
 std::string readStringAttribute(hid_t object, const std::string& name, ExitCode code);
 std::int64_t readIntAttribute(hid_t object, const std::string& name, ExitCode code);
 double readDoubleAttribute(hid_t object, const std::string& name, ExitCode code);
+// A numeric attribute of one value or a 1-D array of at most `maxValues` (more is refused
+// before anything is allocated), converted to T (double or std::int64_t).
+template <class T>
+std::vector<T> readArrayAttribute(hid_t object, const std::string& name, std::size_t maxValues,
+                                  ExitCode code);
 
 // The HDF5 memory type for a tensor dtype.
 hid_t memoryType(at::ScalarType type);

@@ -57,12 +57,17 @@ struct DataInfo {
   std::string fingerprint;        // identifies the file's content for checkpoints
   // Note [Data continuity]: the content, split by split and dataset by dataset, as YAML.
   std::string identityYaml;
+  // Note [Selected period]: the test split is a period --from/--to selected, and the train
+  // split a stand-in of a few samples that nothing trains on.
+  bool periodSelected = false;
   // classification: [classes] labels of each class in the train split (all ranks together);
-  // empty when the train split is streamed. For class weights (model.class_weights).
+  // empty when the train split is streamed or a stand-in (periodSelected). For class weights
+  // (model.class_weights).
   std::vector<std::int64_t> trainClassCounts;
   // regression: the mean target of the train split (all ranks together), one per target term
-  // (panel: over present instruments); empty when the train split is streamed. The mean
-  // baseline of evaluation (Note [Baselines]).
+  // (panel: over present instruments); empty when the train split is streamed or a stand-in
+  // (periodSelected). The mean baseline of evaluation (Note [Baselines]), recorded in every
+  // checkpoint (Note [The train mean of an evaluation] in train/judge/Forecasts.h).
   std::vector<double> trainTargetMean;
   // A per-sample dataset that names the samples ([N] or [N, L] NUL-padded text, e.g. graph
   // ids), copied next to the predictions by `megabatch predict`; empty if none.

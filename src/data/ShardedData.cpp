@@ -220,6 +220,7 @@ class Loader {
     info_.hasTimestamps = schema().timestamps.present();
     info_.timeUnit = config_.data.timeUnit;
     info_.splitsByTime = config_.data.split.byTime();
+    info_.periodSelected = config_.data.period.active();
     info_.horizon = config_.data.horizon;
     info_.targetsDataset = schema().targets.path;
     if (schema().timestamps.present()) info_.timestampsDataset = schema().timestamps.path;
@@ -486,12 +487,14 @@ class Loader {
         stores[static_cast<int>(split)] =
             Store(layout_, myPlan(split), std::move(tensors[static_cast<int>(split)]));
     }
+    // A selected period's train split is a stand-in: its figures are not the train split's.
+    const bool trainSplit = readsSplit(Split::kTrain) && !info_.periodSelected;
     if (schema().classification) {
       info_.numClasses = numClasses(stores);
-      if (readsSplit(Split::kTrain))
+      if (trainSplit)
         info_.trainClassCounts = trainClassCounts(stores[static_cast<int>(Split::kTrain)]);
     }
-    if (!info_.integerTargets && readsSplit(Split::kTrain))
+    if (!info_.integerTargets && trainSplit)
       info_.trainTargetMean = trainTargetMean(stores[static_cast<int>(Split::kTrain)]);
     ShardRange shards = GlobalOrder::shardsOfRank(order_->numShards(), rank_, world_);
     Store& val = stores[static_cast<int>(Split::kVal)];

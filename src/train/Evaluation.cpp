@@ -223,8 +223,9 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
   if (forecasts != ForecastKind::kNone) {
     at::Tensor all = gatherSplitRows(control, forecastParts, kForecastWidth);
     // The model's own metrics (its mse, accuracy, a panel's daily ic) stay as it computed them.
-    for (const auto& [name, value] :
-         judgeForecasts(forecasts, all, data.info(), lastKnownTargets(all, data.info())))
+    BaselineInputs inputs = baselineInputs(all, data.info());
+    useTrainSplit(inputs, forecasts, options.recorded, data.info(), "");
+    for (const auto& [name, value] : judgeForecasts(forecasts, all, inputs))
       results.emplace(prefix + name, value);
     if (options.keepForecastRows) options.forecastRows = all;
   }

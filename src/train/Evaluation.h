@@ -12,6 +12,7 @@
 #include "common/WorkProgress.h"
 #include "config/Config.h"
 #include "data/DataInfo.h"
+#include "train/judge/Forecasts.h"
 
 namespace mb::data {
 class ShardedData;
@@ -56,6 +57,9 @@ struct EvalOptions {
   Task task = Task::kRegression;
   bool keepForecastRows = false;
   at::Tensor forecastRows;
+  // Note [The train mean of an evaluation]: what the checkpoint recorded of its train split
+  // (empty: the data's figures, as in training).
+  RecordedTrainSplit recorded;
   // What the metrics and progress call the samples ("period" for eval --from/--to: Note
   // [Selected period]); empty: the split's name.
   std::string name;

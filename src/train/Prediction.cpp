@@ -9,12 +9,19 @@
 //   /probabilities [M, C] (classification): softmax of the logits
 //   /<sample ids>  the rows of the data file's sample-id dataset (graphs: /graph_id), if any
 //   /present       [M, N] uint8 (panel): instrument n is present on the date (absent ones hold 0)
+//   /train_mean    [M] or [M, K] float64 (regression): the train split's mean target per term,
+//                  the checkpoint's (Note [The train mean of an evaluation]) repeated on every
+//                  row; absent when unknown. A walk-forward writes each row's own fold's.
 // Rows are in the order of /sample_index (the file's sample order), one per sample: for graphs,
 // one per graph of the chosen splits; for a panel, one per date.
 // Attributes name the checkpoint, its step, the data file and the split (from and to for a
-// period), the model kind, the task (regression or classification), the data layout, and with
-// /timestamps their time_unit (data.time_unit: s, ms, us, ns, days, yyyymmdd). `megabatch plot
-// FILE.h5` draws them (src/app/PredictionPlot.cpp).
+// period), the model kind, the task (regression or classification), the data layout, with
+// /timestamps their time_unit (data.time_unit: s, ms, us, ns, days, yyyymmdd), `horizon`
+// (data.horizon: the samples a target looks ahead, 0 = unknown) and `targets_dataset` (where the
+// data file keeps the targets). A walk-forward's file adds /fold [M] int64 (the 0-based fold of
+// each row) and the text attributes fold_names, fold_periods ("FROM TO") and fold_checkpoints,
+// one line per fold. `megabatch plot FILE.h5` draws them (src/app/PredictionPlot.cpp);
+// `megabatch eval --predictions FILE.h5` judges them (train/judge/PredictionsFile.h).
 #include "train/Prediction.h"
 
 #include <array>
@@ -67,6 +74,10 @@ struct Predictions {
 
 constexpr std::int64_t kPredictBatch = 512;
 
+RecordedTrainSplit recordedOf(const TrainedModel& run) {
+  return {run.checkpoint.trainTargetMean, run.checkpoint.trainClassCounts};
+}
+
 void predictSplit(model::Model& model, data::ShardedData& data, data::Split split,
                   std::int64_t batchSize, std::int64_t capBytes, DType precision, Predictions& out,
                   WorkProgress& progress) {
@@ -92,20 +103,43 @@ void predictSplit(model::Model& model, data::ShardedData& data, data::Split spli
   }
 }
 
-// Note [Baselines]: what predict's summary says of each split it predicted.
-void summarise(const Predictions& p, const data::DataInfo& info, const std::string& what,
-               data::Split split) {
+// Note [Baselines]: what predict's summary says of each split it predicted, with the train split
+// the checkpoint recorded (Note [The train mean of an evaluation]).
+void summarise(const Predictions& p, const data::DataInfo& info, const TrainedModel& run,
+               const std::string& what, data::Split split) {
   const std::vector<at::Tensor>& parts = p.forecasts[static_cast<int>(split)];
   if (parts.empty()) return;
   const at::Tensor rows = at::cat(parts);
-  const std::map<std::string, double> judged =
-      judgeForecasts(p.judged, rows, info, lastKnownTargets(rows, info));
+  BaselineInputs inputs = baselineInputs(rows, info);
+  const std::string missing = useTrainSplit(inputs, p.judged, recordedOf(run), info, run.path);
+  const std::map<std::string, double> judged = judgeForecasts(p.judged, rows, inputs);
   std::string metrics;
   for (const auto& [name, value] : judged)
     if (!isBaselineName(name))
       metrics += fmt::format("{}{} {:.5g}", metrics.empty() ? "" : ", ", name, value);
-  log::get("app").info("{}: {}; baselines on the same samples (skill = 1 - model/baseline): {}",
-                       what, metrics, describeBaselines(judged));
+  log::get("app").info("{}: {}; baselines on the same samples (skill = 1 - model/baseline): {}{}",
+                       what, metrics, describeBaselines(judged),
+                       missing.empty() ? "" : "; " + missing);
+}
+
+// The train mean the baselines compare with (the checkpoint's, else the data's), one row per
+// prediction row: [M] for one target term, [M, K] for K; undefined when unknown or not
+// regression.
+at::Tensor trainMeanRows(const Predictions& p, const data::DataInfo& info, const TrainedModel& run,
+                         std::int64_t rows) {
+  if (p.judged != ForecastKind::kRegression && p.judged != ForecastKind::kPanelRegression)
+    return {};
+  BaselineInputs inputs;
+  inputs.trainMean = info.trainTargetMean;
+  useTrainSplit(inputs, p.judged, recordedOf(run), info, run.path);
+  std::int64_t terms = 1;  // per sample (a panel's: per instrument)
+  for (std::int64_t d : info.targetShape)
+    terms *= d;
+  if (inputs.trainMean.empty() || static_cast<std::int64_t>(inputs.trainMean.size()) != terms)
+    return {};
+  const at::Tensor mean = at::tensor(inputs.trainMean, at::kDouble);
+  return terms == 1 ? mean.expand({rows}).contiguous()
+                    : mean.reshape({1, terms}).expand({rows, terms}).contiguous();
 }
 
 // A panel's dates are its /time, every other layout's times its /timestamps.
@@ -155,6 +189,10 @@ void writePredictions(const std::string& path, const TrainedModel& run, const Co
     if (p.panel)
       h5::writeTensor(file.get(), "present", at::cat(p.present).index_select(0, order), options,
                       code);
+    at::Tensor trainMean = trainMeanRows(p, info, run, indices.size(0));
+    if (trainMean.defined()) h5::writeTensor(file.get(), "train_mean", trainMean, options, code);
+    h5::writeAttribute(file.get(), "horizon", info.horizon, code);
+    h5::writeAttribute(file.get(), "targets_dataset", info.targetsDataset, code);
     at::Tensor timestamps = timestampsOf(config, p.panel, indices);
     if (timestamps.defined()) {
       h5::writeTensor(file.get(), "timestamps", timestamps, options, code);
@@ -248,7 +286,7 @@ PredictResult predictToFile(const PredictRequest& request, dist::Runtime& runtim
   progress.finish();
   for (data::Split split : splits)
     summarise(
-        predictions, data->info(),
+        predictions, data->info(), run,
         period ? std::string("the period") : "the " + std::string(data::toString(split)) + " split",
         split);
   writePredictions(request.out, run, config, period ? "period" : splitName, data->info(),

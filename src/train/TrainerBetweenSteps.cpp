@@ -352,6 +352,9 @@ CheckpointContent Trainer::snapshot(NamedTensors extra) const {
   content.dataIdentityYaml = data_->info().identityYaml;  // Note [Data continuity]
   content.dataChanges = dataChanges_;
   content.initFromYaml = initFromYaml_;  // Note [Warm starts]
+  // Note [The train mean of an evaluation]: what eval and predict compare with later.
+  content.trainTargetMean = data_->info().trainTargetMean;
+  content.trainClassCounts = data_->info().trainClassCounts;
   content.lr = nextStepLr();
   content.worldSize = runtime_.size();
   return content;

@@ -136,6 +136,37 @@ class PredictionPlotTest(mbtest.TempDirTestCase):
             self.assertEqual(f["probabilities"].shape, (1200, 3))
         self.plot(p)
 
+    def test_a_walk_forwards_folds_are_marked(self):
+        # A stitched walk-forward file as h5py writes one: three folds of 30 days each.
+        rng = np.random.default_rng(4)
+        rows = 360
+        y = rng.standard_normal(rows).astype("f4")
+        p = (0.5 * y + rng.standard_normal(rows)).astype("f4")
+        stamps = 1704067200 + 21600 * np.arange(rows, dtype="i8")  # 4 rows a day from 2024-01-01
+        walk, plain = self.path("walk.h5"), self.path("plain.h5")
+        for path in (walk, plain):
+            with h5py.File(path, "w") as f:
+                f["predictions"] = p
+                f["targets"] = y
+                f["timestamps"] = stamps
+                f.attrs["time_unit"] = "s"
+                if path == walk:
+                    f["fold"] = np.repeat(np.arange(3), rows // 3)
+                    f.attrs["fold_names"] = "2024-01-01\n2024-01-31\n2024-03-01\n"
+        r = self.plot(walk)
+        self.assertIn("fold boundaries: 2024-01-01 at 2024-01-01T00:00:00, 2024-01-31 at "
+                      "2024-01-31T00:00:00, 2024-03-01 at 2024-03-01T00:00:00", r.stdout)
+        r = self.plot(plain)
+        self.assertNotIn("fold boundaries", r.output)
+        # The lines are in the picture: its lower half (below the titles, which name the folds)
+        # differs from the plain file's, which holds the same values but no /fold.
+        import matplotlib.image  # noqa: E402  only this test reads pixels
+        marked = matplotlib.image.imread(walk[:-3] + ".png")
+        unmarked = matplotlib.image.imread(plain[:-3] + ".png")
+        self.assertEqual(marked.shape, unmarked.shape)
+        half = marked.shape[0] // 2
+        self.assertGreater(np.abs(marked[half:] - unmarked[half:]).max(), 0.3, "no fold line drawn")
+
     def test_files_it_cannot_draw(self):
         # A data file is HDF5 but no predictions file.
         r = mbtest.run(["plot", self.samples])

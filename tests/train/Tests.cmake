@@ -150,3 +150,5 @@ endforeach()
 # scipy and pandas, on 1, 2 and 3 ranks.
 mb_add_python_test(judging train/test_judging.py TIMEOUT 300)
 set_tests_properties(py.judging PROPERTIES PROCESSORS 2)
+# eval --predictions on files written with h5py: no training, a few seconds.
+mb_add_python_test(judging_predictions train/test_judging_predictions.py TIMEOUT 120)

@@ -9,8 +9,10 @@ walk whose next return a noisy feature announces, so a small model learns a real
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
+import time
 import unittest
 
 import h5py
@@ -153,6 +155,90 @@ class Judging(mbtest.TempDirTestCase):
             self.assertIn("  %s " % month, r.stdout)
         beaten = int((got["baseline_zero_skill"] > 0).sum())
         self.assertIn("the model beat the zero forecast in %d of %d months" % (beaten, len(got)), r.stdout)
+
+    def train_range(self):
+        """The train split's [begin, end) samples, as train.log gives them."""
+        with open(os.path.join(self.run_dir, "train.log")) as f:
+            found = re.findall(r"\btrain +\[(\d+), (\d+)\)", f.read())
+        self.assertTrue(found, "train.log names the train split's samples")
+        return int(found[-1][0]), int(found[-1][1])
+
+    def period(self):
+        """A --from date in the test split, and the samples from it on (the period eval takes)."""
+        (ts,) = read(self.predictions["test"], "timestamps")
+        day = int(ts[len(ts) // 2]) // 86400 * 86400
+        (times,) = read(self.data, "timestamps")
+        return time.strftime("%Y-%m-%d", time.gmtime(day)), np.flatnonzero(times >= day)
+
+    def test_every_evaluation_compares_with_the_checkpoints_train_mean_on_1_and_2_ranks(self):
+        begin, end = self.train_range()
+        want = np.mean(self.targets[begin:end].astype(np.float64))
+        self.assertAlmostEqual(want, self.train_mean, delta=1e-6)  # predict's train split agrees
+        best = os.path.join(self.run_dir, "checkpoints", "best.h5")
+        with h5py.File(best, "r") as f:
+            recorded = f["meta"].attrs["train_target_mean"]
+        self.assertEqual(recorded.shape, (1,))
+        self.assertAlmostEqual(recorded[0], want, delta=1e-9)
+        start, samples = self.period()
+        y = self.targets[samples].astype(np.float64)
+        for np_ in (1, 2):
+            out = self.path("period%d.json" % np_)
+            r = self.eval("--from", start, "--out", out, np_=np_)
+            with open(out) as f:
+                got = json.load(f)
+            self.assertEqual(got["period_samples"], len(samples))
+            self.assertAlmostEqual(got["period_baseline_mean_mse"], np.mean((y - want) ** 2), delta=TOL,
+                                   msg="on %d ranks" % np_)
+            self.assertIn("train mean (%.4g)" % want, r.stdout)
+        # predict of the same period carries it, with what judging its file needs.
+        out = self.path("period.h5")
+        self.assertExit(mbtest.run(["predict", "--checkpoint", self.run_dir, "--data", self.data,
+                                    "--out", out, "--from", start]), 0)
+        with h5py.File(out, "r") as f:
+            np.testing.assert_array_equal(f["sample_index"][()], samples)
+            self.assertEqual(f["train_mean"].dtype, np.float64)
+            np.testing.assert_allclose(f["train_mean"][()], np.full(len(samples), want), rtol=1e-12)
+            self.assertEqual((f.attrs["horizon"], f.attrs["targets_dataset"]), (HORIZON, "targets"))
+
+    def test_a_checkpoint_without_a_recorded_train_mean(self):
+        old = self.path("old.h5")
+        shutil.copy(os.path.join(self.run_dir, "checkpoints", "best.h5"), old)
+        with h5py.File(old, "r+") as f:
+            del f["meta"].attrs["train_target_mean"]
+        # A whole split: the train split it loads, as before.
+        out = self.path("old.json")
+        r = mbtest.run(["eval", "--checkpoint", old, "--split", "test", "--out", out])
+        self.assertExit(r, 0, "train mean (%.4g)" % self.train_mean)
+        with open(out) as f:
+            got = json.load(f)
+        (y,) = read(self.predictions["test"], "targets")
+        self.assertAlmostEqual(got["test_baseline_mean_mse"],
+                               np.mean((y.astype(np.float64) - self.train_mean) ** 2), delta=TOL)
+        # A period cannot know it: left out, with the reason, rather than a wrong one.
+        start, _ = self.period()
+        r = mbtest.run(["eval", "--checkpoint", old, "--from", start, "--out", out])
+        self.assertExit(r, 0, "train mean: left out, %s was written before checkpoints recorded their "
+                              "train split's mean target" % old)
+        with open(out) as f:
+            got = json.load(f)
+        self.assertNotIn("period_baseline_mean_mse", got)
+        self.assertIn("period_baseline_zero_mse", got)
+
+    def test_eval_predictions_of_predict_output_equals_eval_of_the_checkpoint(self):
+        checkpoint, judged = self.path("c.json"), self.path("p.json")
+        self.eval("--split", "test", "--out", checkpoint)
+        r = mbtest.run(["eval", "--predictions", self.predictions["test"], "--out", judged])
+        self.assertExit(r, 0, "train mean (%.4g)" % self.train_mean, "last known target (1 ahead)")
+        with open(checkpoint) as f:
+            want = json.load(f)
+        with open(judged) as f:
+            got = json.load(f)
+        # The model's own mae sums in float32; the file's predictions are the same values.
+        self.assertAlmostEqual(got["mae"], want["test_mae"], delta=1e-5)
+        for name in ("ic", "rank_ic", "hit_rate", "baseline_zero_mse", "baseline_mean_mse",
+                     "baseline_last_mse", "baseline_zero_skill", "baseline_mean_skill",
+                     "baseline_last_skill", "samples"):
+            self.assertAlmostEqual(got[name], want["test_" + name], delta=TOL, msg=name)
 
     def test_training_records_the_baselines_once_and_the_forecast_metrics_each_evaluation(self):
         records = mbtest.read_metrics(self.run_dir)

@@ -27,7 +27,9 @@
 // `megabatch eval` and `predict` take --from/--to in the same forms: the samples whose time is
 // in [from, to), within the split --split names (as the run's config cuts it on this file), or
 // within the whole file. The loader plans that period as the test split, and a train split of
-// its first V samples only (a loader needs one; nothing trains on it).
+// its first V samples only (a loader needs one; nothing trains on it). Its mean target and class
+// counts are not the train split's, so DataInfo leaves them empty (periodSelected); evaluation
+// takes the checkpoint's (Note [The train mean of an evaluation] in train/judge/Forecasts.h).
 #include <array>
 #include <cstdint>
 #include <string>

@@ -29,6 +29,9 @@ namespace mb::train {
 namespace {
 
 constexpr ExitCode kCode = ExitCode::kCheckpoint;
+// The most target terms or classes /meta records figures for (Note [The train mean of an
+// evaluation]); a file that claims more is refused, not read.
+constexpr std::size_t kMaxRecordedValues = std::size_t{1} << 20;
 
 std::string nowText() {
   std::time_t now = std::time(nullptr);
@@ -99,6 +102,10 @@ void writeMeta(hid_t file, const CheckpointContent& c) {
   for (const auto& [name, value] : optional) {
     if (!value->empty()) h5::writeAttribute(g.get(), name, *value, kCode);
   }
+  if (!c.trainTargetMean.empty())
+    h5::writeAttribute(g.get(), "train_target_mean", c.trainTargetMean, kCode);
+  if (!c.trainClassCounts.empty())
+    h5::writeAttribute(g.get(), "train_class_counts", c.trainClassCounts, kCode);
 }
 
 void readMeta(hid_t file, CheckpointContent& c) {
@@ -126,6 +133,13 @@ void readMeta(hid_t file, CheckpointContent& c) {
   for (const auto& [name, value] : optional) {
     if (h5::hasAttribute(g.get(), name)) *value = h5::readStringAttribute(g.get(), name, kCode);
   }
+  // At most one value per target term or class: bounded before anything is allocated.
+  if (h5::hasAttribute(g.get(), "train_target_mean"))
+    c.trainTargetMean =
+        h5::readArrayAttribute<double>(g.get(), "train_target_mean", kMaxRecordedValues, kCode);
+  if (h5::hasAttribute(g.get(), "train_class_counts"))
+    c.trainClassCounts = h5::readArrayAttribute<std::int64_t>(g.get(), "train_class_counts",
+                                                              kMaxRecordedValues, kCode);
 }
 
 // Note [Checkpoints are built in memory]
@@ -375,6 +389,13 @@ std::string describeCheckpoint(const std::string& path) {
           << "\n";
   }
   if (!c.initFromYaml.empty()) out << "  started from: " << c.initFromYaml << "\n";
+  if (!c.trainTargetMean.empty()) {
+    out << "  train mean:   ";
+    for (std::size_t k = 0; k < c.trainTargetMean.size() && k < 8; ++k)
+      out << (k ? ", " : "") << c.trainTargetMean[k];
+    out << (c.trainTargetMean.size() > 8 ? ", ..." : "")
+        << " (the train split's mean target: eval's train-mean baseline)\n";
+  }
   if (!c.dataChanges.empty())
     out << "  data changes: accepted by run.allow_data_change:\n    "
         << str::join(str::split(c.dataChanges, '\n'), "\n    ") << "\n";

@@ -17,8 +17,11 @@
 //                                         megabatch_version, torch_version, data_fingerprint,
 //                                         data_info (the model-shaping part of the data),
 //                                         saved_at, optimizer, optimizer_steps, lr; and where
-//                                         set: data_identity, data_changes, init_from (absent
-//                                         in older files: read as empty)
+//                                         set: data_identity, data_changes, init_from,
+//                                         train_target_mean (float64 [K]: the train split's
+//                                         mean target per term, regression), train_class_counts
+//                                         (int64 [C], classification) (absent in older files,
+//                                         and where the train split was streamed: read as empty)
 // The file uses HDF5's newest format, whose metadata carries checksums; datasets carry
 // Fletcher32. Loading reads every dataset, so a flipped bit or a truncated file is detected.
 // Files are written by Note [Atomic checkpoint writes] (DurableFile.h).
@@ -56,6 +59,11 @@ struct CheckpointContent {
   std::string dataChanges;
   // Note [Warm starts] (train/WarmStart.h): the checkpoint whose weights the run started from.
   std::string initFromYaml;
+  // Note [The train mean of an evaluation] (train/judge/Forecasts.h): the train split's mean
+  // target per term [K] (regression) and labels per class [C] (classification), over every
+  // rank's part; empty: unknown.
+  std::vector<double> trainTargetMean;
+  std::vector<std::int64_t> trainClassCounts;
   double lr = 0;
   std::int64_t worldSize = 1;
   // Filled when reading.

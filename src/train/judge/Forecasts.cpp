@@ -108,6 +108,15 @@ double weightedMse(const Columns& c, Forecast forecast) {
   return terms > 0 ? sum / terms : 0.0;
 }
 
+// The weighted mean |target - prediction| over samples x terms, as weightedMse.
+double weightedMae(const Columns& c) {
+  double sum = 0;
+  for (std::size_t i = 0; i < c.size(); ++i)
+    sum += c.weight[i] * std::abs(c.target[i] - c.prediction[i]);
+  const double terms = lossTerms(c);
+  return terms > 0 ? sum / terms : 0.0;
+}
+
 void addBaseline(std::map<std::string, double>& out, const std::string& name,
                  const std::string& metric, double model, double baseline) {
   out["baseline_" + name + "_" + metric] = baseline;
@@ -133,10 +142,10 @@ void addSeriesCorrelations(const Columns& c, std::map<std::string, double>& out)
 }
 
 // The daily IC of each date and term (rows of a date are consecutive): its mean, and its mean
-// over its standard deviation.
+// over its standard deviation; and the mean daily rank IC.
 void addPanelIcRatio(const Columns& c, std::map<std::string, double>& out) {
   const std::int64_t terms = termCount(c);
-  std::vector<double> daily;
+  std::vector<double> daily, dailyRank;
   for (std::size_t begin = 0; begin < c.size();) {
     std::size_t end = begin;
     while (end < c.size() && c.sample[end] == c.sample[begin])
@@ -149,12 +158,14 @@ void addPanelIcRatio(const Columns& c, std::map<std::string, double>& out) {
         y.push_back(c.target[i]);
       }
       daily.push_back(pearson(x, y));
+      dailyRank.push_back(spearman(x, y));
     }
     begin = end;
   }
   if (daily.empty()) return;
   const double m = mean(daily);
   out["ic"] = m;
+  out["rank_ic"] = mean(dailyRank);
   if (daily.size() < 2) return;
   double squares = 0;
   for (double v : daily)
@@ -174,27 +185,32 @@ void addHitRate(const Columns& c, std::map<std::string, double>& out) {
 }
 
 std::map<std::string, double> judgeRegression(ForecastKind kind, const Columns& c,
-                                              const data::DataInfo& info,
-                                              const std::vector<double>& lastKnown) {
+                                              const BaselineInputs& inputs) {
   std::map<std::string, double> out;
   const double mse = weightedMse(c, [&](std::size_t i) { return c.prediction[i]; });
   out["mse"] = mse;
+  out["mae"] = weightedMae(c);
   if (kind == ForecastKind::kRegression) addSeriesCorrelations(c, out);
   if (kind == ForecastKind::kPanelRegression) addPanelIcRatio(c, out);
   addHitRate(c, out);
   addBaseline(out, "zero", "mse", mse, weightedMse(c, [](std::size_t) { return 0.0; }));
-  const std::vector<double>& trainMean = info.trainTargetMean;
-  if (static_cast<std::int64_t>(trainMean.size()) == termCount(c))
+  const std::vector<double>& ofRow = inputs.trainMeanOfRow;
+  const std::vector<double>& perTerm = inputs.trainMean;
+  if (ofRow.size() == c.size())
+    addBaseline(out, "mean", "mse", mse, weightedMse(c, [&](std::size_t i) { return ofRow[i]; }));
+  else if (static_cast<std::int64_t>(perTerm.size()) == termCount(c))
     addBaseline(out, "mean", "mse", mse, weightedMse(c, [&](std::size_t i) {
-                  return trainMean[static_cast<std::size_t>(c.term[i])];
+                  return perTerm[static_cast<std::size_t>(c.term[i])];
                 }));
-  if (lastKnown.size() == c.size() && !lastKnown.empty())
+  const std::vector<double>& lastKnown = inputs.lastKnown;
+  if (lastKnown.size() == c.size())
     addBaseline(out, "last", "mse", mse,
                 weightedMse(c, [&](std::size_t i) { return lastKnown[i]; }));
   return out;
 }
 
-std::map<std::string, double> judgeClassification(const Columns& c, const data::DataInfo& info) {
+std::map<std::string, double> judgeClassification(const Columns& c,
+                                                  const std::vector<std::int64_t>& counts) {
   std::map<std::string, double> out;
   const auto n = static_cast<double>(c.size());
   double correct = 0;
@@ -204,7 +220,6 @@ std::map<std::string, double> judgeClassification(const Columns& c, const data::
   const double logLoss = mean(c.logLoss);
   out["accuracy"] = accuracy;
   out["log_loss"] = logLoss;
-  const std::vector<std::int64_t>& counts = info.trainClassCounts;
   const double total = static_cast<double>(std::accumulate(counts.begin(), counts.end(), 0LL));
   if (counts.empty() || total <= 0) return out;
   const auto majority =
@@ -275,15 +290,21 @@ at::Tensor classificationRows(const at::Tensor& output, const data::Batch& batch
                    -1);
 }
 
-// Rows [begin, end) of the data file's targets, [end - begin, terms] fp64.
-at::Tensor readTargets(const data::DataInfo& info, std::int64_t begin, std::int64_t end,
+// The data file's targets of `samples` (sorted), [samples.size(), terms] fp64: one read of the
+// rows from the first to the last (an evaluation's are close together).
+at::Tensor readTargets(const data::DataInfo& info, const std::vector<std::int64_t>& samples,
                        std::int64_t terms) {
-  std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
-  h5::Handle file = h5::openFile(info.path, false, ExitCode::kData);
-  h5::Handle dataset = h5::openDataset(file.get(), info.targetsDataset, ExitCode::kData);
-  return h5::readRows(dataset.get(), begin, end, at::kDouble, ExitCode::kData,
-                      info.path + ": /" + info.targetsDataset)
-      .reshape({end - begin, terms});
+  const std::int64_t begin = samples.front(), end = samples.back() + 1;
+  at::Tensor rows;
+  {
+    std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
+    h5::Handle file = h5::openFile(info.path, false, ExitCode::kData);
+    h5::Handle dataset = h5::openDataset(file.get(), info.targetsDataset, ExitCode::kData);
+    rows = h5::readRows(dataset.get(), begin, end, at::kDouble, ExitCode::kData,
+                        info.path + ": /" + info.targetsDataset)
+               .reshape({end - begin, terms});
+  }
+  return rows.index_select(0, at::tensor(samples, at::kLong) - begin);
 }
 
 }  // namespace
@@ -305,11 +326,28 @@ at::Tensor forecastRows(ForecastKind kind, const at::Tensor& output, const data:
   return regressionRows(output, batch);
 }
 
-std::vector<double> lastKnownTargets(const at::Tensor& rows, const data::DataInfo& info) {
-  if (info.horizon <= 0 || (info.layout != "series" && info.layout != "samples")) return {};
+BaselineInputs BaselineInputs::subset(const std::vector<std::int64_t>& rows) const {
+  BaselineInputs part;
+  part.trainMean = trainMean;
+  part.trainClassCounts = trainClassCounts;
+  const auto pick = [&](const std::vector<double>& all) {
+    std::vector<double> picked;
+    if (!all.empty())
+      for (std::int64_t i : rows)
+        picked.push_back(all.at(static_cast<std::size_t>(i)));
+    return picked;
+  };
+  part.trainMeanOfRow = pick(trainMeanOfRow);
+  part.lastKnown = pick(lastKnown);
+  return part;
+}
+
+std::vector<double> lastKnownTargets(const at::Tensor& rows, std::int64_t horizon,
+                                     const EarlierTargets& earlier) {
+  if (horizon <= 0) return {};
   const Columns c = columnsOf(rows);
   if (c.size() == 0) return {};
-  const std::int64_t terms = termCount(c), h = info.horizon;
+  const std::int64_t terms = termCount(c), h = horizon;
   const auto key = [terms](std::int64_t sample, std::int64_t term) {
     return sample * terms + term;
   };
@@ -317,20 +355,23 @@ std::vector<double> lastKnownTargets(const at::Tensor& rows, const data::DataInf
   for (std::size_t i = 0; i < c.size(); ++i)
     known[key(static_cast<std::int64_t>(c.sample[i]), static_cast<std::int64_t>(c.term[i]))] =
         c.target[i];
-  std::int64_t first = -1, last = -1;  // the samples missing, read from the file
+  std::vector<std::int64_t> missing;  // the samples whose targets `rows` lack, in order
   for (std::size_t i = 0; i < c.size(); ++i) {
     const auto past = static_cast<std::int64_t>(c.sample[i]) - h;
     if (known.count(key(past, static_cast<std::int64_t>(c.term[i])))) continue;
     if (past < 0) return {};  // before the file's first sample: not known
-    first = first < 0 ? past : std::min(first, past);
-    last = std::max(last, past);
+    if (missing.empty() || missing.back() != past) missing.push_back(past);
   }
-  if (first >= 0) {
-    const at::Tensor read = readTargets(info, first, last + 1, terms);
-    const auto a = read.accessor<double, 2>();
-    for (std::int64_t s = first; s <= last; ++s)
+  std::sort(missing.begin(), missing.end());
+  missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+  if (!missing.empty()) {
+    const at::Tensor read = earlier(missing, terms);
+    if (!read.defined()) return {};
+    const at::Tensor values = read.to(at::kDouble).contiguous();
+    const auto a = values.accessor<double, 2>();
+    for (std::size_t j = 0; j < missing.size(); ++j)
       for (std::int64_t k = 0; k < terms; ++k)
-        known.emplace(key(s, k), a[s - first][k]);
+        known.emplace(key(missing[j], k), a[static_cast<std::int64_t>(j)][k]);
   }
   std::vector<double> out;
   for (std::size_t i = 0; i < c.size(); ++i)
@@ -339,13 +380,28 @@ std::vector<double> lastKnownTargets(const at::Tensor& rows, const data::DataInf
   return out;
 }
 
+std::vector<double> lastKnownTargets(const at::Tensor& rows, const data::DataInfo& info) {
+  if (info.layout != "series" && info.layout != "samples") return {};
+  return lastKnownTargets(rows, info.horizon,
+                          [&](const std::vector<std::int64_t>& samples, std::int64_t terms) {
+                            return readTargets(info, samples, terms);
+                          });
+}
+
+BaselineInputs baselineInputs(const at::Tensor& rows, const data::DataInfo& info) {
+  BaselineInputs inputs;
+  inputs.trainMean = info.trainTargetMean;
+  inputs.trainClassCounts = info.trainClassCounts;
+  inputs.lastKnown = lastKnownTargets(rows, info);
+  return inputs;
+}
+
 std::map<std::string, double> judgeForecasts(ForecastKind kind, const at::Tensor& rows,
-                                             const data::DataInfo& info,
-                                             const std::vector<double>& lastKnown) {
+                                             const BaselineInputs& inputs) {
   if (kind == ForecastKind::kNone || rows.size(0) == 0) return {};
   const Columns c = columnsOf(rows);
-  if (kind == ForecastKind::kClassification) return judgeClassification(c, info);
-  return judgeRegression(kind, c, info, lastKnown);
+  if (kind == ForecastKind::kClassification) return judgeClassification(c, inputs.trainClassCounts);
+  return judgeRegression(kind, c, inputs);
 }
 
 bool isBaselineName(const std::string& name) {
@@ -373,6 +429,59 @@ std::string describeBaselines(const std::map<std::string, double>& baselines) {
     if (skill != baselines.end()) text += fmt::format(" (skill {:+.4f})", skill->second);
   }
   return text;
+}
+
+std::string useTrainSplit(BaselineInputs& inputs, ForecastKind kind,
+                          const RecordedTrainSplit& recorded, const data::DataInfo& info,
+                          const std::string& checkpoint) {
+  const bool classes = kind == ForecastKind::kClassification;
+  if (kind == ForecastKind::kNone) return "";
+  if (classes && !recorded.classCounts.empty()) inputs.trainClassCounts = recorded.classCounts;
+  if (!classes && !recorded.targetMean.empty()) inputs.trainMean = recorded.targetMean;
+  if (classes ? !inputs.trainClassCounts.empty() : !inputs.trainMean.empty()) return "";
+  const std::string what =
+      classes ? "majority class and class frequencies: left out, " : "train mean: left out, ";
+  const std::string figure = classes ? "class counts" : "mean target";
+  if (info.periodSelected)
+    return what + checkpoint + " was written before checkpoints recorded their train split's " +
+           figure + ", and the evaluation of a period cannot know it (retrain to record it, or " +
+           "evaluate a whole split with --split)";
+  return what + "the train split's " + figure + " is unknown (" + checkpoint +
+         " did not record it, and the train split is streamed)";
+}
+
+std::string trainMeanWords(const std::vector<double>& trainMean) {
+  return trainMean.size() == 1 ? fmt::format("({:.4g})", trainMean[0]) : "";
+}
+
+std::string baselinesText(const std::map<std::string, double>& metrics, const std::string& prefix,
+                          const BaselineWords& words) {
+  const auto value = [&](const std::string& name) -> const double* {
+    auto it = metrics.find(prefix + name);
+    return it == metrics.end() ? nullptr : &it->second;
+  };
+  // Each baseline's own figure in words ("train mean (0.0123)"), beside its name.
+  const auto detail = [&](const std::string& name) -> std::string {
+    if (name == "mean" && !words.trainMean.empty()) return " " + words.trainMean;
+    if (name == "last") return fmt::format(" ({} ahead)", words.horizon);
+    return "";
+  };
+  std::string lines;
+  for (const Baseline& b : baselines()) {
+    const std::string name = std::string("baseline_") + b.name + "_";
+    const double* score = value(name + b.metric);
+    if (score == nullptr) continue;
+    const double* skill = value(name + "skill");
+    lines += fmt::format("    {:<32} {} {:<10.6g}", b.words + detail(b.name), b.metric, *score);
+    if (skill != nullptr) lines += fmt::format(" skill {:+.4f}", *skill);
+    lines += "\n";
+  }
+  for (const std::string& line : words.missing)
+    lines += "    " + line + "\n";
+  if (lines.empty()) return "";
+  return fmt::format(
+      "  baselines on the same samples (skill = 1 - model/baseline; above 0 beats it{}):\n{}",
+      value("baseline_majority_accuracy") ? ", on the error rate for accuracy" : "", lines);
 }
 
 }  // namespace mb::train

@@ -45,6 +45,7 @@ std::vector<std::pair<std::string, std::string>> shownColumns(ForecastKind kind)
             {"baseline_majority_accuracy", "majority_acc"},
             {"baseline_prior_log_loss", "prior_log_loss"}};
   std::vector<std::pair<std::string, std::string>> columns{{"mse", "mse"},
+                                                           {"mae", "mae"},
                                                            {"baseline_zero_mse", "zero_mse"},
                                                            {"baseline_mean_mse", "mean_mse"},
                                                            {"baseline_last_mse", "last_mse"},
@@ -78,45 +79,68 @@ const char* periodName(Period period) {
   return "?";
 }
 
-std::vector<PeriodRow> resultsByPeriod(ForecastKind kind, const at::Tensor& rows,
-                                       const std::vector<std::int64_t>& times, TimeUnit unit,
-                                       Period period, const data::DataInfo& info,
-                                       const std::vector<double>& lastKnown) {
-  if (static_cast<std::int64_t>(times.size()) != rows.size(0))
-    throw RuntimeError("resultsByPeriod: one time per forecast row expected");
-  std::map<std::int64_t, std::pair<std::string, std::vector<std::int64_t>>> members;
-  for (std::size_t i = 0; i < times.size(); ++i) {
-    const std::optional<std::int64_t> day = dayOfTime(times[i], unit);
-    if (!day)
-      throw DataError(info.path + ": timestamp " + std::to_string(times[i]) + " is no date in " +
-                          "data.time_unit = " + timeUnitName(unit),
-                      "set data.time_unit to what the file's /timestamps count");
-    PeriodKey key = periodOf(*day, period);
-    auto& [label, indices] = members[key.firstDay];
-    label = key.label;
-    indices.push_back(static_cast<std::int64_t>(i));
-  }
+std::vector<PeriodRow> resultsByGroup(ForecastKind kind, const at::Tensor& rows,
+                                      const std::vector<std::int64_t>& group,
+                                      const std::vector<std::string>& labels,
+                                      const BaselineInputs& inputs) {
+  if (static_cast<std::int64_t>(group.size()) != rows.size(0))
+    throw RuntimeError("resultsByGroup: one group per forecast row expected");
+  std::vector<std::vector<std::int64_t>> members(labels.size());
+  for (std::size_t i = 0; i < group.size(); ++i)
+    members.at(static_cast<std::size_t>(group[i])).push_back(static_cast<std::int64_t>(i));
+  const auto a = rows.accessor<double, 2>();
   std::vector<PeriodRow> table;
-  for (const auto& [first, member] : members) {
-    const at::Tensor index = at::tensor(member.second, at::kLong);
-    const at::Tensor part = rows.index_select(0, index);
-    std::vector<double> known;
-    for (std::int64_t i : member.second)
-      if (!lastKnown.empty()) known.push_back(lastKnown[static_cast<std::size_t>(i)]);
+  for (std::size_t g = 0; g < labels.size(); ++g) {
     PeriodRow row;
-    row.label = member.first;
+    row.label = labels[g];
     std::set<double> samples;
-    const auto a = rows.accessor<double, 2>();
-    for (std::int64_t i : member.second)
+    for (std::int64_t i : members[g])
       samples.insert(a[i][kRowSample]);
     row.samples = static_cast<std::int64_t>(samples.size());
-    row.values = judgeForecasts(kind, part, info, known);
+    if (!members[g].empty())
+      row.values = judgeForecasts(kind, rows.index_select(0, at::tensor(members[g], at::kLong)),
+                                  inputs.subset(members[g]));
     table.push_back(std::move(row));
   }
   return table;
 }
 
+std::vector<PeriodRow> resultsByPeriod(ForecastKind kind, const at::Tensor& rows,
+                                       const std::vector<std::int64_t>& times, TimeUnit unit,
+                                       Period period, const BaselineInputs& inputs,
+                                       const std::string& file, const std::string& unitKey) {
+  if (static_cast<std::int64_t>(times.size()) != rows.size(0))
+    throw RuntimeError("resultsByPeriod: one time per forecast row expected");
+  std::map<std::int64_t, std::string> labelOf;  // by first day: periods in time order
+  std::vector<std::int64_t> firstDay;
+  for (std::int64_t time : times) {
+    const std::optional<std::int64_t> day = dayOfTime(time, unit);
+    if (!day)
+      throw DataError(file + ": timestamp " + std::to_string(time) + " is no date in " + unitKey +
+                          " = " + timeUnitName(unit),
+                      "set " + unitKey + " to what the timestamps count");
+    PeriodKey key = periodOf(*day, period);
+    labelOf.emplace(key.firstDay, key.label);
+    firstDay.push_back(key.firstDay);
+  }
+  std::map<std::int64_t, std::int64_t> indexOf;
+  std::vector<std::string> labels;
+  for (const auto& [first, label] : labelOf) {
+    indexOf[first] = static_cast<std::int64_t>(labels.size());
+    labels.push_back(label);
+  }
+  std::vector<std::int64_t> group;
+  for (std::int64_t first : firstDay)
+    group.push_back(indexOf.at(first));
+  return resultsByGroup(kind, rows, group, labels, inputs);
+}
+
 std::string periodTableText(const std::vector<PeriodRow>& table, ForecastKind kind, Period period) {
+  return groupTableText(table, kind, periodName(period));
+}
+
+std::string groupTableText(const std::vector<PeriodRow>& table, ForecastKind kind,
+                           const std::string& noun) {
   const auto columns = shownColumns(kind);
   std::size_t labelWidth = 6;
   for (const auto& row : table)
@@ -125,7 +149,7 @@ std::string periodTableText(const std::vector<PeriodRow>& table, ForecastKind ki
   for (const auto& row : table)
     for (const auto& [name, value] : row.values)
       present.insert(name);
-  std::string text = fmt::format("  {:<{}} {:>8}", periodName(period), labelWidth, "samples");
+  std::string text = fmt::format("  {:<{}} {:>8}", noun, labelWidth, "samples");
   for (const auto& [key, title] : columns)
     if (present.count(key)) text += fmt::format(" {:>14}", title);
   text += "\n";
@@ -150,18 +174,18 @@ std::string periodTableText(const std::vector<PeriodRow>& table, ForecastKind ki
       beaten += it->second > 0 ? 1 : 0;
     }
     text += fmt::format("  the model beat {} in {} of {} {}s ({:.0f}%)\n",
-                        std::string("the ") + baseline.words, beaten, judged, periodName(period),
+                        std::string("the ") + baseline.words, beaten, judged, noun,
                         judged ? 100.0 * beaten / judged : 0.0);
   }
   return text;
 }
 
-std::string periodTableCsv(const std::vector<PeriodRow>& table) {
+std::string periodTableCsv(const std::vector<PeriodRow>& table, const std::string& first) {
   std::set<std::string> names;
   for (const auto& row : table)
     for (const auto& [name, value] : row.values)
       names.insert(name);
-  std::string text = "period,samples";
+  std::string text = first + ",samples";
   for (const auto& name : names)
     text += "," + name;
   text += "\n";
