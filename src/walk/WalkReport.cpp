@@ -39,14 +39,15 @@ std::string array(const std::vector<std::string>& items) {
 
 // Per fold: its splits as times, its steps, and where its wall time went.
 std::string timesTable(const std::vector<const Fold*>& folds) {
-  std::string text = fmt::format("  {:<11} {:>7} {:>9} {:>11} {:>11} {:>9} {:>9}  {}\n", "fold",
-                                 "steps", "training", "evaluation", "prediction", "overhead",
-                                 "wall", "train | val");
+  std::string text =
+      fmt::format("  {:<11} {:>7} {:>9} {:>11} {:>11} {:>9} {:>9}  {}\n", "fold", "steps",
+                  "training", "evaluation", "prediction", "overhead", "wall", "train | val");
   for (const Fold* fold : folds) {
     const FoldRecord& r = *fold->record;
-    text += fmt::format("  {:<11} {:>7} {:>8.1f}s {:>10.1f}s {:>10.1f}s {:>8.1f}s {:>8.1f}s  {} | {}\n",
-                        r.name, r.step, r.trainSeconds, r.evalSeconds, r.predictSeconds,
-                        r.overheadSeconds(), r.wallSeconds, r.train, r.val);
+    text +=
+        fmt::format("  {:<11} {:>7} {:>8.1f}s {:>10.1f}s {:>10.1f}s {:>8.1f}s {:>8.1f}s  {} | {}\n",
+                    r.name, r.step, r.trainSeconds, r.evalSeconds, r.predictSeconds,
+                    r.overheadSeconds(), r.wallSeconds, r.train, r.val);
   }
   return text;
 }
@@ -59,11 +60,12 @@ void reportWalk(const Config& config, const std::vector<Fold>& folds,
   const std::map<std::string, double> judged = train::judgePredictions(file);
   const std::vector<train::PeriodRow> byFold = train::resultsByFold(file);
   const std::vector<const Fold*> withRows = foldsWithRows(folds);
-  std::printf("walk %s: every %s from %s, %zu fold(s); every out-of-sample prediction together:\n%s"
-              "  by fold:\n%s  where the time went:\n%s",
-              config.run.dir.c_str(), config.walk.every.c_str(), config.walk.from.c_str(),
-              withRows.size(), train::judgementText(file, judged).c_str(),
-              train::foldTableText(file, byFold).c_str(), timesTable(withRows).c_str());
+  std::printf(
+      "walk %s: every %s from %s, %zu fold(s); every out-of-sample prediction together:\n%s"
+      "  by fold:\n%s  where the time went:\n%s",
+      config.run.dir.c_str(), config.walk.every.c_str(), config.walk.from.c_str(), withRows.size(),
+      train::judgementText(file, judged).c_str(), train::foldTableText(file, byFold).c_str(),
+      timesTable(withRows).c_str());
   std::fflush(stdout);
 
   std::vector<std::string> foldObjects;
@@ -86,9 +88,10 @@ void reportWalk(const Config& config, const std::vector<Fold>& folds,
   walk.add("run_dir", config.run.dir).add("data", config.data.path).add("every", config.walk.every);
   walk.add("from", config.walk.from).add("predictions", walkPredictionsPath(config));
   std::string json = walk.str();
-  json.insert(json.size() - 1, ",\n\"metrics\": " + object(judged) + ",\n\"folds\": " +
-                                   array(foldObjects) + ",\n\"baselines_left_out\": " +
-                                   array(missing) + ",\n\"accepted_changes\": " + array(changes));
+  json.insert(json.size() - 1, ",\n\"metrics\": " + object(judged) +
+                                   ",\n\"folds\": " + array(foldObjects) +
+                                   ",\n\"baselines_left_out\": " + array(missing) +
+                                   ",\n\"accepted_changes\": " + array(changes));
   const std::string path = (fs::path(config.run.dir) / "walk.json").string();
   train::writeFileAtomically(path, json + "\n");
   log::get("train").info("walk: the report is in {}", path);
