@@ -30,6 +30,7 @@
 #include "data/pipeline/ResidentData.h"
 #include "data/pipeline/Splits.h"
 #include "data/pipeline/Store.h"
+#include "data/pipeline/TargetStats.h"
 #include "data/pipeline/TimeSplits.h"
 #include "dist/Agreement.h"
 #include "dist/Communicator.h"
@@ -487,12 +488,14 @@ class Loader {
             Store(layout_, myPlan(split), std::move(tensors[static_cast<int>(split)]));
     }
     if (schema().classification) {
-      info_.numClasses = numClasses(stores);
+      info_.numClasses = countClasses(stores, schema(), config_.model.numClasses, comm_);
       if (readsSplit(Split::kTrain))
-        info_.trainClassCounts = trainClassCounts(stores[static_cast<int>(Split::kTrain)]);
+        info_.trainClassCounts =
+            trainClassCounts(stores[static_cast<int>(Split::kTrain)], info_.numClasses, comm_);
     }
     if (!info_.integerTargets && readsSplit(Split::kTrain))
-      info_.trainTargetMean = trainTargetMean(stores[static_cast<int>(Split::kTrain)]);
+      info_.trainTargetMean =
+          trainTargetMean(stores[static_cast<int>(Split::kTrain)], info_.targetShape, comm_);
     ShardRange shards = GlobalOrder::shardsOfRank(order_->numShards(), rank_, world_);
     Store& val = stores[static_cast<int>(Split::kVal)];
     Store& test = stores[static_cast<int>(Split::kTest)];
@@ -507,59 +510,6 @@ class Loader {
     return std::make_unique<detail::ResidentData>(
         info_, *order_, device_, shards, std::move(stores[static_cast<int>(Split::kTrain)]),
         std::move(val), std::move(test), stats_);
-  }
-
-  // Classes = largest label anywhere + 1 (or model.num_classes, checked against the labels).
-  std::int64_t numClasses(const std::array<Store, 3>& stores) {
-    std::int64_t local = -1;
-    for (const auto& store : stores)
-      local = std::max(local, store.maxLabel());
-    at::Tensor all = at::full({1}, local, at::kLong);
-    comm_.allReduce(all, dist::ReduceOp::kMax, "data: largest class label");
-    std::int64_t largest = all.item<std::int64_t>();
-    if (largest >= kMaxClasses) {
-      // Labels this large are ids, not class indices; counting them would allocate per class.
-      Error error = DataError(
-          schema().path + ": dataset /" + schema().targets.path + ": class label " +
-              std::to_string(largest) + " (labels are class indices 0..C-1, at most " +
-              std::to_string(kMaxClasses) + " classes)",
-          "number the classes 0..C-1, e.g. labels = np.unique(ids, return_inverse=True)[1]");
-      error.markAgreed();  // the same all-reduced value on every rank
-      throw error;
-    }
-    std::int64_t configured = config_.model.numClasses;
-    if (configured > 0 && largest >= configured) {
-      Error error = DataError(schema().path + ": dataset /" + schema().targets.path +
-                                  ": class label " + std::to_string(largest) +
-                                  " >= model.num_classes = " + std::to_string(configured),
-                              "set model.num_classes = 0 to take it from the labels");
-      error.markAgreed();  // the same all-reduced value on every rank
-      throw error;
-    }
-    return configured > 0 ? configured : largest + 1;
-  }
-
-  // Labels per class over every rank's train part (all ranks hold the same counts).
-  std::vector<std::int64_t> trainClassCounts(const Store& train) {
-    at::Tensor counts = train.labelCounts(info_.numClasses).contiguous();
-    comm_.allReduce(counts, dist::ReduceOp::kSum, "data: train labels per class");
-    return {counts.data_ptr<std::int64_t>(), counts.data_ptr<std::int64_t>() + counts.numel()};
-  }
-
-  // Note [Baselines]: the mean target per term over every rank's train part.
-  std::vector<double> trainTargetMean(const Store& train) {
-    std::int64_t terms = 1;
-    for (std::int64_t d : info_.targetShape)
-      terms *= d;
-    at::Tensor sums = train.targetSums(terms).contiguous();
-    comm_.allReduce(sums, dist::ReduceOp::kSum, "data: train target sums");
-    std::vector<double> mean;
-    for (std::int64_t k = 0; k < terms; ++k) {
-      const double count = sums[1][k].item<double>();
-      if (count <= 0) return {};
-      mean.push_back(sums[0][k].item<double>() / count);
-    }
-    return mean;
   }
 
   const Config& config_;
