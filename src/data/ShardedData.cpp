@@ -23,6 +23,7 @@
 #include "data/Layout.h"
 #include "data/LayoutRegistry.h"
 #include "data/pipeline/ChunkStreamer.h"
+#include "data/pipeline/ContentIdentity.h"
 #include "data/pipeline/DataIdentity.h"
 #include "data/pipeline/MappedFile.h"
 #include "data/pipeline/MemoryBudget.h"
@@ -84,15 +85,9 @@ class Loader {
     stats_.residency = residency_;
   }
 
-  std::unique_ptr<ShardedData> run() {
+  std::unique_ptr<ShardedData> run(Identity identity) {
     auto start = Clock::now();
-    dist::agreed(comm_, "checking the launch against data.canonical_shards",
-                 [&] { checkLaunch(); });
-    h5::Handle file;
-    dist::agreed(comm_, "validating " + config_.data.path, [&] { file = validate(); });
-    dist::agreed(comm_, "planning the shards of " + config_.data.path, [&] { plan(file.get()); });
-    file.reset();
-    checkSameFileEverywhere();
+    plan();
     stats_.validateSeconds = secondsSince(start);
     checkMemory();
     std::array<std::vector<at::Tensor>, 3> tensors;
@@ -103,14 +98,40 @@ class Loader {
     dist::agreed(comm_, "checking the values of " + config_.data.path,
                  [&] { checkLoadedValues(tensors); });
     stats_.checkSeconds = secondsSince(start);
-    // Note [Data continuity]: rank 0 writes the checkpoints and compares them with the file. After
-    // the value checks, so that a bad row is reported by the rank that loaded it.
-    dist::agreed(comm_, "recording what " + config_.data.path + " holds", [&] {
-      if (rank_ != 0) return;
-      h5::Handle again = h5::openFile(config_.data.path, false, ExitCode::kData);
-      info_.identityYaml = identityToYaml(identify(again.get(), *layout_, info_));
-    });
+    // After the value checks, so that a bad row is reported by the rank that loaded it.
+    if (identity == Identity::kRecord) identifyLoaded(tensors);
     return build(std::move(tensors));
+  }
+
+  // Note [Data continuity]: what a load with this config would record, with nothing loaded.
+  DataIdentity identifyOnly() {
+    announce_ = false;
+    plan();
+    return identifyContent(config_.data.path, *layout_, info_, {plans_, {}, nullptr}, comm_);
+  }
+
+ private:
+  // Checks the launch and the file's structure, and plans the splits and every rank's reads.
+  void plan() {
+    dist::agreed(comm_, "checking the launch against data.canonical_shards",
+                 [&] { checkLaunch(); });
+    h5::Handle file;
+    dist::agreed(comm_, "validating " + config_.data.path, [&] { file = validate(); });
+    dist::agreed(comm_, "planning the shards of " + config_.data.path,
+                 [&] { planReads(file.get()); });
+    file.reset();
+    checkSameFileEverywhere();
+  }
+
+  void identifyLoaded(const std::array<std::vector<at::Tensor>, 3>& tensors) {
+    const auto start = Clock::now();
+    const HeldRows held{plans_, {readsSplit(Split::kTrain), true, true}, &tensors};
+    info_.identityYaml =
+        identityToYaml(identifyContent(config_.data.path, *layout_, info_, held, comm_));
+    stats_.identifySeconds = secondsSince(start);
+    if (rank_ == 0)
+      log::get("data").info("{}: every row hashed for the data identity in {:.2f} s",
+                            config_.data.path, stats_.identifySeconds);
   }
 
  private:
@@ -139,10 +160,10 @@ class Loader {
   }
 
   // Splits, order, and every rank's reads: the same on every rank once validation passed.
-  void plan(hid_t file) {
+  void planReads(hid_t file) {
     IndexReader index(file, schema().path);
     std::int64_t first = layout_->firstUsableSample(index);
-    if (first > 0 && rank_ == 0)
+    if (first > 0 && rank_ == 0 && announce_)
       log::get("data").warn(
           "{}: skipping the first {} samples: their windows would start before row 0",
           schema().path, first);
@@ -277,7 +298,7 @@ class Loader {
   }
 
   void logPlan(std::int64_t first) {
-    if (rank_ != 0) return;
+    if (rank_ != 0 || !announce_) return;
     const bool period = config_.data.period.active();  // the command says what it selected
     log::get("data").info(
         "{}: {} layout, {} samples (usable from {}); V = {} shards over {} ranks; residency {}{}",
@@ -525,17 +546,24 @@ class Loader {
   std::array<std::vector<StorePlan>, 3> plans_;                   // [split][rank]
   std::map<std::string, std::optional<std::uint64_t>> mappable_;  // dataset -> file offset
   LoadStats stats_;
+  bool announce_ = true;  // log the plan
 };
 
 }  // namespace
 
 std::unique_ptr<ShardedData> ShardedData::load(const Config& config, dist::Communicator& control,
-                                               c10::Device device) {
+                                               c10::Device device, Identity identity) {
   // Another ShardedData may be streaming (or a checkpoint being written) on another thread.
   std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
   h5::silenceLibraryErrors();
   MemoryPhase phase("loading the data");  // Note [Out of memory is an expected error]
-  return Loader(config, control, device).run();
+  return Loader(config, control, device).run(identity);
+}
+
+DataIdentity identifyFile(const Config& config, dist::Communicator& comm) {
+  std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
+  h5::silenceLibraryErrors();
+  return Loader(config, comm, c10::Device(c10::kCPU)).identifyOnly();
 }
 
 }  // namespace mb::data
