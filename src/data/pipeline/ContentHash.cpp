@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <limits>
 
 #include <ATen/Functions.h>
 #include <ATen/Parallel.h>
@@ -32,7 +31,35 @@ inline std::uint64_t fmix(std::uint64_t x) {
   return x;
 }
 
+// A bf16 NaN made one value, 0x7fc0, in each of a word's four lanes: a lane holds a NaN when its
+// bits but the sign exceed 0x7f80 (an infinity), i.e. when adding 0x7f to them carries into bit
+// 15 (it never carries into the next lane).
+inline std::uint64_t oneBf16Nan(std::uint64_t word) {
+  const std::uint64_t magnitude = word & 0x7fff7fff7fff7fffULL;
+  const std::uint64_t nan = ((magnitude + 0x007f007f007f007fULL) & 0x8000800080008000ULL) >> 15;
+  const std::uint64_t lanes = nan * 0xffff;
+  return (word & ~lanes) | (0x7fc07fc07fc07fc0ULL & lanes);
+}
+
+template <bool kBf16>
+std::uint64_t hashUnitOf(std::int64_t unit, const unsigned char* p, std::size_t size) {
+  const std::size_t words = size / 8;
+  std::uint64_t sum = 0;
+  for (std::size_t i = 0; i < words; ++i) {
+    std::uint64_t word;
+    std::memcpy(&word, p + 8 * i, 8);
+    sum += fmix((kBf16 ? oneBf16Nan(word) : word) + (i + 1) * kGolden);
+  }
+  if (size % 8 != 0) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, p + 8 * words, size % 8);
+    sum += fmix((kBf16 ? oneBf16Nan(word) : word) + (words + 1) * kGolden);
+  }
+  return fmix(sum + fmix(fmix(kContentSeed + static_cast<std::uint64_t>(unit)) + size));
+}
+
 // The units of `rows` rows of `rowBytes` bytes each at `data`, the first being unit `firstUnit`.
+template <bool kBf16>
 std::uint64_t hashRowBytes(const unsigned char* data, std::int64_t rows, std::int64_t rowBytes,
                            std::int64_t unitRows, std::int64_t firstUnit) {
   const std::int64_t units = (rows + unitRows - 1) / unitRows;
@@ -43,22 +70,12 @@ std::uint64_t hashRowBytes(const unsigned char* data, std::int64_t rows, std::in
         for (std::int64_t k = begin; k < end; ++k) {
           const std::int64_t first = k * unitRows;
           const std::int64_t n = std::min(unitRows, rows - first);
-          sum += hashUnit(firstUnit + k, data + first * rowBytes,
-                          static_cast<std::size_t>(n * rowBytes));
+          sum += hashUnitOf<kBf16>(firstUnit + k, data + first * rowBytes,
+                                   static_cast<std::size_t>(n * rowBytes));
         }
         return sum;
       },
       std::plus<std::uint64_t>());
-}
-
-// A piece of held rows as contiguous host bytes, NaNs made one value (Note [Content hash]).
-at::Tensor hostBytes(at::Tensor piece) {
-  if (piece.scalar_type() == at::kBFloat16) {
-    at::Tensor nan = at::isnan(piece);
-    if (nan.any().item<bool>())
-      piece = piece.masked_fill(nan, std::numeric_limits<float>::quiet_NaN());
-  }
-  return piece.to(at::kCPU).contiguous();
 }
 
 }  // namespace
@@ -127,20 +144,7 @@ std::optional<at::ScalarType> heldTypeNamed(const std::string& name) {
 }
 
 std::uint64_t hashUnit(std::int64_t unit, const void* bytes, std::size_t size) {
-  const auto* p = static_cast<const unsigned char*>(bytes);
-  const std::size_t words = size / 8;
-  std::uint64_t sum = 0;
-  for (std::size_t i = 0; i < words; ++i) {
-    std::uint64_t word;
-    std::memcpy(&word, p + 8 * i, 8);
-    sum += fmix(word + (i + 1) * kGolden);
-  }
-  if (size % 8 != 0) {
-    std::uint64_t word = 0;
-    std::memcpy(&word, p + 8 * words, size % 8);
-    sum += fmix(word + (words + 1) * kGolden);
-  }
-  return fmix(sum + fmix(fmix(kContentSeed + static_cast<std::uint64_t>(unit)) + size));
+  return hashUnitOf<false>(unit, static_cast<const unsigned char*>(bytes), size);
 }
 
 std::uint64_t hashUnits(const HashedDataset& d, std::int64_t firstUnit, const at::Tensor& rows) {
@@ -157,9 +161,14 @@ std::uint64_t hashUnits(const HashedDataset& d, std::int64_t firstUnit, const at
       std::max<std::int64_t>(1, kPieceBytes / (unitRows * rowBytes)) * unitRows;
   std::uint64_t sum = 0;
   for (std::int64_t begin = 0; begin < rows.size(0); begin += pieceRows) {
-    at::Tensor piece = hostBytes(rows.narrow(0, begin, std::min(pieceRows, rows.size(0) - begin)));
-    sum += hashRowBytes(static_cast<const unsigned char*>(piece.data_ptr()), piece.size(0),
-                        rowBytes, unitRows, firstUnit + begin / unitRows);
+    const at::Tensor piece = rows.narrow(0, begin, std::min(pieceRows, rows.size(0) - begin))
+                                 .to(at::kCPU)
+                                 .contiguous();  // no copy when it is already
+    const auto* bytes = static_cast<const unsigned char*>(piece.data_ptr());
+    const std::int64_t unit = firstUnit + begin / unitRows;
+    sum += d.type == at::kBFloat16
+               ? hashRowBytes<true>(bytes, piece.size(0), rowBytes, unitRows, unit)
+               : hashRowBytes<false>(bytes, piece.size(0), rowBytes, unitRows, unit);
   }
   return sum;
 }

@@ -18,8 +18,9 @@
 //    order or grouping: any partition of the units over ranks adds up to the same hash. And the
 //    hash of the first R rows of a grown dataset is its hash less the units from the one holding
 //    row R on, plus that unit cut at R: the appended check reads only rows from there.
-// A bf16 NaN counts as one value, 0x7fc0: rounding to bf16 gives NaNs other bits on a GPU and in
-// LibTorch's vectorised CPU loop (0xffff), depending on where a value falls.
+// A bf16 NaN counts as one value, 0x7fc0 (made so word by word, in the loop): rounding to bf16
+// gives NaNs other bits on a GPU and in LibTorch's vectorised CPU loop (0xffff), depending on
+// where a value falls.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -58,7 +59,8 @@ struct HashedDataset {
 std::string heldTypeName(at::ScalarType type);
 std::optional<at::ScalarType> heldTypeNamed(const std::string& name);
 
-// The hash of unit `unit` holding `size` bytes.
+// The hash of unit `unit` holding `size` bytes, taken as they are (hashUnits first makes each
+// bf16 NaN of a bf16 dataset 0x7fc0).
 std::uint64_t hashUnit(std::int64_t unit, const void* bytes, std::size_t size);
 
 // The sum of the hashes of the units of `d` that `rows` holds: its row 0 is the first row of
