@@ -1,4 +1,5 @@
-// ShardedData::load: validate, plan, check memory, read collectively, build the residency.
+// ShardedData::load: validate, plan, check memory, read collectively, check the values, record
+// the data identity (when asked), build the residency. identifyFile: validate, plan, identify.
 // Every phase where ranks may fail differently runs inside dist::agreed (Note [Schema
 // validation], Note [Collective reads]); the phases in between are deterministic functions of
 // what every rank read, so all ranks take the same branches.
@@ -134,7 +135,6 @@ class Loader {
                             config_.data.path, stats_.identifySeconds);
   }
 
- private:
   void checkLaunch() {
     std::int64_t shards = config_.data.canonicalShards;
     if (shards < world_)

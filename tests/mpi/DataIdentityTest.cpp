@@ -82,7 +82,8 @@ data::DataIdentity expectConsistent(const Config& config, const std::string& wha
   return *identity;
 }
 
-const data::DatasetIdentity* find(const data::DataIdentity& identity, const std::string& path) {
+const data::DatasetIdentity* datasetOf(const data::DataIdentity& identity,
+                                       const std::string& path) {
   for (const auto& d : identity.datasets) {
     if (d.path == path) return &d;
   }
@@ -105,9 +106,9 @@ TEST(DataIdentity, SeriesIsTheSameHoweverItIsHeld) {
   config.train.globalBatch = 12;
   const data::DataIdentity host = expectConsistent(config, "host");
   ASSERT_EQ(host.datasets.size(), 6u);  // values and ends of each stream, targets, timestamps
-  EXPECT_EQ(find(host, "series/m1/values")->heldAs, "float32");
-  EXPECT_EQ(find(host, "samples/end/m1")->heldAs, "int32");  // as the stores hold the ends
-  EXPECT_EQ(find(host, "timestamps")->heldAs, "int64");      // no store reads them
+  EXPECT_EQ(datasetOf(host, "series/m1/values")->heldAs, "float32");
+  EXPECT_EQ(datasetOf(host, "samples/end/m1")->heldAs, "int32");  // as the stores hold the ends
+  EXPECT_EQ(datasetOf(host, "timestamps")->heldAs, "int64");      // no store reads them
 
   config.data.hostMmap = true;
   EXPECT_EQ(data::identityToYaml(expectConsistent(config, "mapped")), data::identityToYaml(host));
@@ -121,9 +122,9 @@ TEST(DataIdentity, SeriesIsTheSameHoweverItIsHeld) {
   config.data.split.embargo = -1;
   config.data.residentDtype = DType::kBf16;
   const data::DataIdentity bf16 = expectConsistent(config, "bf16");
-  EXPECT_EQ(find(bf16, "series/m1/values")->heldAs, "bfloat16");
-  EXPECT_NE(find(bf16, "series/m1/values")->hash, find(host, "series/m1/values")->hash);
-  EXPECT_EQ(find(bf16, "targets")->hash, find(host, "targets")->hash);
+  EXPECT_EQ(datasetOf(bf16, "series/m1/values")->heldAs, "bfloat16");
+  EXPECT_NE(datasetOf(bf16, "series/m1/values")->hash, datasetOf(host, "series/m1/values")->hash);
+  EXPECT_EQ(datasetOf(bf16, "targets")->hash, datasetOf(host, "targets")->hash);
   removeIdentityDir(dir);
 }
 
@@ -161,7 +162,7 @@ TEST(DataIdentity, TokensGraphsAndPanelsAreTheSameOnAnyRankCount) {
   expectConsistent(config, "tokens, streamed");
 
   const data::DataIdentity graph = expectConsistent(test::graphsConfig(graphs), "graphs");
-  const data::DatasetIdentity* edges = find(graph, "edge_index");  // read along its columns
+  const data::DatasetIdentity* edges = datasetOf(graph, "edge_index");  // read along its columns
   ASSERT_NE(edges, nullptr);
   EXPECT_EQ(edges->axis, 1);
   EXPECT_EQ(edges->sinceScheme, 2);
