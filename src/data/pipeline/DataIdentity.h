@@ -16,7 +16,9 @@
 // (embargo gaps, rows before the first window, a streamed train split, per-sample arrays no
 // store reads) are read once more and hashed, a share on each rank, and one all-reduce adds the
 // sums: the identity of a file is the same on any number of ranks, and identifyFile() gives it
-// without a load.
+// without a load. Training loads and `data check` record it (ShardedData::load's Identity); eval
+// and predict do not pay for it. Whether a grown file starts with the old one's rows is told by
+// reading only the rows from the old end on (the unit the old end cuts included).
 // Scheme 1 (identities without `scheme`, written before every value counted) hashed the inputs
 // by 32 sampled rows, per-sample arrays whole up to 8M rows; such a checkpoint is compared the
 // way it was made, so it resumes on the same file as it did.
