@@ -21,6 +21,7 @@
 #include "config/ConfigLoader.h"
 #include "config/ConfigSchema.h"
 #include "data/ShardedData.h"
+#include "data/pipeline/DataIdentity.h"
 #include "dist/Agreement.h"
 #include "dist/Runtime.h"
 
@@ -40,12 +41,13 @@ enum Stat {
   kPeakRss,
   kGatherMs,
   kBytesMapped,
+  kIdentifySeconds,
   kStats
 };
 const char* kStatNames[] = {"train_items",      "val_samples",   "test_samples",
                             "resident_bytes",   "bytes_read",    "read_seconds",
                             "validate_seconds", "check_seconds", "peak_rss_bytes",
-                            "gather_ms_median", "bytes_mapped"};
+                            "gather_ms_median", "bytes_mapped",  "identify_seconds"};
 
 c10::Device resolveDevice(const Config& config, const dist::Topology& topology) {
   bool cuda = at::hasCUDA();
@@ -194,7 +196,16 @@ void writeReport(const std::string& path, const data::ShardedData& data, const a
       << ", \"fingerprint\": \"" << info.fingerprint << "\", \"splits\": [";
   for (int s = 0; s < 3; ++s)
     out << (s ? ", " : "") << "[" << info.splits[s].begin << ", " << info.splits[s].end << "]";
-  out << "], \"ranks\": [";
+  out << "], \"identity\": {";  // Note [Data continuity]: per dataset, its hash and how taken
+  if (auto identity = data::identityFromYaml(info.identityYaml)) {
+    for (std::size_t i = 0; i < identity->datasets.size(); ++i) {
+      const auto& d = identity->datasets[i];
+      out << (i ? ", " : "") << "\"" << d.path << "\": {\"hash\": \"" << d.hash
+          << "\", \"held_as\": \"" << d.heldAs << "\", \"axis\": " << d.axis
+          << ", \"unit_rows\": " << d.unitRows << "}";
+    }
+  }
+  out << "}, \"ranks\": [";
   for (int r = 0; r < world; ++r) {
     out << (r ? ", " : "") << "{";
     for (int k = 0; k < kStats; ++k)
@@ -215,7 +226,7 @@ int runDataCheck(const ParsedArgs& args, dist::Runtime& runtime) {
                [&] { config = loadConfigFile(args.get("config"), overrides); });
   log::setLevel(config.run.logLevel);
   c10::Device device = resolveDevice(config, runtime.topology());
-  auto data = data::ShardedData::load(config, runtime.control(), device);
+  auto data = data::ShardedData::load(config, runtime.control(), device, data::Identity::kRecord);
 
   int rank = runtime.rank(), world = runtime.size();
   double gatherMs = 0;
@@ -245,6 +256,7 @@ int runDataCheck(const ParsedArgs& args, dist::Runtime& runtime) {
   mine[kReadSeconds] = load.readSeconds;
   mine[kValidateSeconds] = load.validateSeconds;
   mine[kCheckSeconds] = load.checkSeconds;
+  mine[kIdentifySeconds] = load.identifySeconds;
   mine[kPeakRss] = peakRssBytes();
   mine[kGatherMs] = gatherMs;
   at::Tensor stats =

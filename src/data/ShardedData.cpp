@@ -1,4 +1,5 @@
-// ShardedData::load: validate, plan, check memory, read collectively, build the residency.
+// ShardedData::load: validate, plan, check memory, read collectively, check the values, record
+// the data identity (when asked), build the residency. identifyFile: validate, plan, identify.
 // Every phase where ranks may fail differently runs inside dist::agreed (Note [Schema
 // validation], Note [Collective reads]); the phases in between are deterministic functions of
 // what every rank read, so all ranks take the same branches.
@@ -23,6 +24,7 @@
 #include "data/Layout.h"
 #include "data/LayoutRegistry.h"
 #include "data/pipeline/ChunkStreamer.h"
+#include "data/pipeline/ContentIdentity.h"
 #include "data/pipeline/DataIdentity.h"
 #include "data/pipeline/MappedFile.h"
 #include "data/pipeline/MemoryBudget.h"
@@ -30,6 +32,7 @@
 #include "data/pipeline/ResidentData.h"
 #include "data/pipeline/Splits.h"
 #include "data/pipeline/Store.h"
+#include "data/pipeline/TargetStats.h"
 #include "data/pipeline/TimeSplits.h"
 #include "dist/Agreement.h"
 #include "dist/Communicator.h"
@@ -83,15 +86,9 @@ class Loader {
     stats_.residency = residency_;
   }
 
-  std::unique_ptr<ShardedData> run() {
+  std::unique_ptr<ShardedData> run(Identity identity) {
     auto start = Clock::now();
-    dist::agreed(comm_, "checking the launch against data.canonical_shards",
-                 [&] { checkLaunch(); });
-    h5::Handle file;
-    dist::agreed(comm_, "validating " + config_.data.path, [&] { file = validate(); });
-    dist::agreed(comm_, "planning the shards of " + config_.data.path, [&] { plan(file.get()); });
-    file.reset();
-    checkSameFileEverywhere();
+    plan();
     stats_.validateSeconds = secondsSince(start);
     checkMemory();
     std::array<std::vector<at::Tensor>, 3> tensors;
@@ -102,17 +99,42 @@ class Loader {
     dist::agreed(comm_, "checking the values of " + config_.data.path,
                  [&] { checkLoadedValues(tensors); });
     stats_.checkSeconds = secondsSince(start);
-    // Note [Data continuity]: rank 0 writes the checkpoints and compares them with the file. After
-    // the value checks, so that a bad row is reported by the rank that loaded it.
-    dist::agreed(comm_, "recording what " + config_.data.path + " holds", [&] {
-      if (rank_ != 0) return;
-      h5::Handle again = h5::openFile(config_.data.path, false, ExitCode::kData);
-      info_.identityYaml = identityToYaml(identify(again.get(), *layout_, info_));
-    });
+    // After the value checks, so that a bad row is reported by the rank that loaded it.
+    if (identity == Identity::kRecord) identifyLoaded(tensors);
     return build(std::move(tensors));
   }
 
+  // Note [Data continuity]: what a load with this config would record, with nothing loaded.
+  DataIdentity identifyOnly() {
+    announce_ = false;
+    plan();
+    return identifyContent(config_.data.path, *layout_, info_, {plans_, {}, nullptr}, comm_);
+  }
+
  private:
+  // Checks the launch and the file's structure, and plans the splits and every rank's reads.
+  void plan() {
+    dist::agreed(comm_, "checking the launch against data.canonical_shards",
+                 [&] { checkLaunch(); });
+    h5::Handle file;
+    dist::agreed(comm_, "validating " + config_.data.path, [&] { file = validate(); });
+    dist::agreed(comm_, "planning the shards of " + config_.data.path,
+                 [&] { planReads(file.get()); });
+    file.reset();
+    checkSameFileEverywhere();
+  }
+
+  void identifyLoaded(const std::array<std::vector<at::Tensor>, 3>& tensors) {
+    const auto start = Clock::now();
+    const HeldRows held{plans_, {readsSplit(Split::kTrain), true, true}, &tensors};
+    info_.identityYaml =
+        identityToYaml(identifyContent(config_.data.path, *layout_, info_, held, comm_));
+    stats_.identifySeconds = secondsSince(start);
+    if (rank_ == 0)
+      log::get("data").info("{}: every row hashed for the data identity in {:.2f} s",
+                            config_.data.path, stats_.identifySeconds);
+  }
+
   void checkLaunch() {
     std::int64_t shards = config_.data.canonicalShards;
     if (shards < world_)
@@ -138,10 +160,10 @@ class Loader {
   }
 
   // Splits, order, and every rank's reads: the same on every rank once validation passed.
-  void plan(hid_t file) {
+  void planReads(hid_t file) {
     IndexReader index(file, schema().path);
     std::int64_t first = layout_->firstUsableSample(index);
-    if (first > 0 && rank_ == 0)
+    if (first > 0 && rank_ == 0 && announce_)
       log::get("data").warn(
           "{}: skipping the first {} samples: their windows would start before row 0",
           schema().path, first);
@@ -277,7 +299,7 @@ class Loader {
   }
 
   void logPlan(std::int64_t first) {
-    if (rank_ != 0) return;
+    if (rank_ != 0 || !announce_) return;
     const bool period = config_.data.period.active();  // the command says what it selected
     log::get("data").info(
         "{}: {} layout, {} samples (usable from {}); V = {} shards over {} ranks; residency {}{}",
@@ -490,12 +512,14 @@ class Loader {
     // A selected period's train split is a stand-in: its figures are not the train split's.
     const bool trainSplit = readsSplit(Split::kTrain) && !info_.periodSelected;
     if (schema().classification) {
-      info_.numClasses = numClasses(stores);
+      info_.numClasses = countClasses(stores, schema(), config_.model.numClasses, comm_);
       if (trainSplit)
-        info_.trainClassCounts = trainClassCounts(stores[static_cast<int>(Split::kTrain)]);
+        info_.trainClassCounts =
+            trainClassCounts(stores[static_cast<int>(Split::kTrain)], info_.numClasses, comm_);
     }
     if (!info_.integerTargets && trainSplit)
-      info_.trainTargetMean = trainTargetMean(stores[static_cast<int>(Split::kTrain)]);
+      info_.trainTargetMean =
+          trainTargetMean(stores[static_cast<int>(Split::kTrain)], info_.targetShape, comm_);
     ShardRange shards = GlobalOrder::shardsOfRank(order_->numShards(), rank_, world_);
     Store& val = stores[static_cast<int>(Split::kVal)];
     Store& test = stores[static_cast<int>(Split::kTest)];
@@ -512,59 +536,6 @@ class Loader {
         std::move(val), std::move(test), stats_);
   }
 
-  // Classes = largest label anywhere + 1 (or model.num_classes, checked against the labels).
-  std::int64_t numClasses(const std::array<Store, 3>& stores) {
-    std::int64_t local = -1;
-    for (const auto& store : stores)
-      local = std::max(local, store.maxLabel());
-    at::Tensor all = at::full({1}, local, at::kLong);
-    comm_.allReduce(all, dist::ReduceOp::kMax, "data: largest class label");
-    std::int64_t largest = all.item<std::int64_t>();
-    if (largest >= kMaxClasses) {
-      // Labels this large are ids, not class indices; counting them would allocate per class.
-      Error error = DataError(
-          schema().path + ": dataset /" + schema().targets.path + ": class label " +
-              std::to_string(largest) + " (labels are class indices 0..C-1, at most " +
-              std::to_string(kMaxClasses) + " classes)",
-          "number the classes 0..C-1, e.g. labels = np.unique(ids, return_inverse=True)[1]");
-      error.markAgreed();  // the same all-reduced value on every rank
-      throw error;
-    }
-    std::int64_t configured = config_.model.numClasses;
-    if (configured > 0 && largest >= configured) {
-      Error error = DataError(schema().path + ": dataset /" + schema().targets.path +
-                                  ": class label " + std::to_string(largest) +
-                                  " >= model.num_classes = " + std::to_string(configured),
-                              "set model.num_classes = 0 to take it from the labels");
-      error.markAgreed();  // the same all-reduced value on every rank
-      throw error;
-    }
-    return configured > 0 ? configured : largest + 1;
-  }
-
-  // Labels per class over every rank's train part (all ranks hold the same counts).
-  std::vector<std::int64_t> trainClassCounts(const Store& train) {
-    at::Tensor counts = train.labelCounts(info_.numClasses).contiguous();
-    comm_.allReduce(counts, dist::ReduceOp::kSum, "data: train labels per class");
-    return {counts.data_ptr<std::int64_t>(), counts.data_ptr<std::int64_t>() + counts.numel()};
-  }
-
-  // Note [Baselines]: the mean target per term over every rank's train part.
-  std::vector<double> trainTargetMean(const Store& train) {
-    std::int64_t terms = 1;
-    for (std::int64_t d : info_.targetShape)
-      terms *= d;
-    at::Tensor sums = train.targetSums(terms).contiguous();
-    comm_.allReduce(sums, dist::ReduceOp::kSum, "data: train target sums");
-    std::vector<double> mean;
-    for (std::int64_t k = 0; k < terms; ++k) {
-      const double count = sums[1][k].item<double>();
-      if (count <= 0) return {};
-      mean.push_back(sums[0][k].item<double>() / count);
-    }
-    return mean;
-  }
-
   const Config& config_;
   dist::Communicator& comm_;
   c10::Device device_;
@@ -578,17 +549,24 @@ class Loader {
   std::array<std::vector<StorePlan>, 3> plans_;                   // [split][rank]
   std::map<std::string, std::optional<std::uint64_t>> mappable_;  // dataset -> file offset
   LoadStats stats_;
+  bool announce_ = true;  // log the plan
 };
 
 }  // namespace
 
 std::unique_ptr<ShardedData> ShardedData::load(const Config& config, dist::Communicator& control,
-                                               c10::Device device) {
+                                               c10::Device device, Identity identity) {
   // Another ShardedData may be streaming (or a checkpoint being written) on another thread.
   std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
   h5::silenceLibraryErrors();
   MemoryPhase phase("loading the data");  // Note [Out of memory is an expected error]
-  return Loader(config, control, device).run();
+  return Loader(config, control, device).run(identity);
+}
+
+DataIdentity identifyFile(const Config& config, dist::Communicator& comm) {
+  std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
+  h5::silenceLibraryErrors();
+  return Loader(config, comm, c10::Device(c10::kCPU)).identifyOnly();
 }
 
 }  // namespace mb::data

@@ -37,11 +37,17 @@ struct LoadStats {
   double validateSeconds = 0;              // schema, index arrays, planning
   double readSeconds = 0;        // the (collective) reads and mappings of this rank's rows
   double checkSeconds = 0;       // value checks (non-finite, labels, tokens)
+  double identifySeconds = 0;    // the data identity (hashing, and the rows no rank holds)
   std::int64_t bytesRead = 0;    // resident bytes read by this rank
   std::int64_t bytesMapped = 0;  // resident bytes mapped from the page cache (host_mmap)
   std::int64_t budgetBytes = 0;  // memory budget this rank was checked against
   std::string budget;            // how the budget was derived
 };
+
+// Whether a load records the data's identity in info().identityYaml (Note [Data continuity]).
+// Recording hashes every row and reads the rows no rank holds once more, so only what needs
+// it asks: training (its checkpoints, its resumes) and `megabatch data check`.
+enum class Identity { kSkip, kRecord };
 
 class ShardedData {
  public:
@@ -51,7 +57,7 @@ class ShardedData {
   // train split with fewer samples than V; ConfigError (exit 2) for V < world size and for
   // resident data over the memory budget (docs/data-format.md "Errors").
   static std::unique_ptr<ShardedData> load(const Config& config, dist::Communicator& control,
-                                           c10::Device device);
+                                           c10::Device device, Identity identity = Identity::kSkip);
 
   virtual const DataInfo& info() const = 0;
   virtual const GlobalOrder& order() const = 0;

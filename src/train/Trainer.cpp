@@ -130,7 +130,7 @@ RunOutcome Trainer::run() {
   keepStartedOrder(config_, state_, resumed, control());
   findWarmStart(resumed.has_value());
 
-  data_ = data::ShardedData::load(config_, control(), device_);
+  data_ = data::ShardedData::load(config_, control(), device_, data::Identity::kRecord);
   checkDataContinuity(resumed);
   buildModelAndOptimizer();
   carried_ = std::make_unique<CarriedStates>(*model_, *data_, *dataComm_);

@@ -12,3 +12,7 @@ foreach(case offsets edges nodes_and_labels)
   mb_add_python_test(data_graphs_files_${case} data/test_graphs.py ARGS MalformedFilesTest.test_${case})
 endforeach()
 mb_add_python_test(data_panel data/test_panel.py)  # issue 17: the panel layout
+# Note [Data continuity]: a load's identity equals identifyFile's and a serial reference's.
+foreach(np 1 2 3)
+  mb_add_mpi_test(data_identity ${np} "DataIdentity*")
+endforeach()

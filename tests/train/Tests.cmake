@@ -141,7 +141,7 @@ set_tests_properties(py.train.tensorboard.every_scalar_of_metrics_jsonl_is_in_th
                      PROPERTIES PROCESSORS 2)
 
 # Retraining as data arrives: splits by time, warm starts, the resume's data check, periods.
-foreach(case TimeSplitTest WarmStartTest DataContinuityTest PeriodTest PrecisionResumeTest)
+foreach(case TimeSplitTest WarmStartTest DataContinuityTest EveryValueTest PeriodTest PrecisionResumeTest)
   string(REGEX REPLACE "Test$" "" short ${case})
   mb_add_python_test(retraining.${short} train/test_retraining.py ARGS ${case} TIMEOUT 600)
 endforeach()

@@ -52,6 +52,90 @@ def report_splits(result, report):
         return [tuple(s) for s in json.load(f)["splits"]]
 
 
+# Note [Content hash], written again from its description, over h5py reads of the file.
+MASK = (1 << 64) - 1
+GOLDEN, SEED = 0x9E3779B97F4A7C15, 0x6D65676162617463
+HELD = {"float32": np.float32, "int32": np.int32, "int64": np.int64}
+
+
+def fmix(x):
+    x = x ^ (x >> np.uint64(33))
+    x = x * np.uint64(0xFF51AFD7ED558CCD)
+    x = x ^ (x >> np.uint64(33))
+    x = x * np.uint64(0xC4CEB9FE1A85EC53)
+    return x ^ (x >> np.uint64(33))
+
+
+def content_hash(values, unit_rows):
+    """The sum over units of `unit_rows` rows of fmix(s + fmix(fmix(SEED + k) + bytes)), s the
+    sum of fmix(word_i + (i + 1) * GOLDEN) over the unit's little-endian words."""
+    rows = values.shape[0]
+    raw = np.ascontiguousarray(values).view(np.uint8).reshape(rows, -1)
+    total = 0
+    with np.errstate(over="ignore"):
+        for k in range(-(-rows // unit_rows)):
+            unit = raw[k * unit_rows:(k + 1) * unit_rows].reshape(-1)
+            padded = np.zeros(-(-unit.size // 8) * 8, np.uint8)
+            padded[:unit.size] = unit
+            words = padded.view("<u8")
+            steps = np.arange(1, words.size + 1, dtype=np.uint64) * np.uint64(GOLDEN)
+            s = int(fmix(words + steps).sum(dtype=np.uint64))
+            key = int(fmix(fmix(np.array([SEED + k], np.uint64)) + np.uint64(unit.size))[0])
+            total += int(fmix(np.array([(s + key) & MASK], np.uint64))[0])
+    return "%016x" % (total & MASK)
+
+
+def bf16_bits(values):
+    import torch  # the reference's rounding to bf16
+    return torch.from_numpy(values).to(torch.bfloat16).view(torch.int16).numpy()
+
+
+def fnv1a(data, h):
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & MASK
+    return h
+
+
+def scheme_one_hash(values):
+    """What a checkpoint written before every value counted holds: FNV-1a of a per-sample
+    array, else of 32 evenly spaced rows."""
+    rows, h = values.shape[0], SEED
+    if values.ndim == 1 and rows <= 1 << 23:
+        return "%016x" % fnv1a(values.tobytes(), h)
+    width = min(rows, 64) if values.ndim == 1 else 1
+    for k in range(32):
+        row = min(rows - width, (rows - width) * k // 31)
+        h = fnv1a(values[row:row + width].tobytes(), h)
+    return "%016x" % h
+
+
+def scheme_one(identity_yaml, data):
+    """A checkpoint's identity as one from before every value counted would have it."""
+    import yaml
+    identity = yaml.safe_load(identity_yaml)
+    assert identity.pop("scheme") == 2
+    datasets = []
+    with h5py.File(data, "r") as f:
+        for d in identity["datasets"]:
+            if "since_scheme" not in d:
+                datasets.append({"path": d["path"], "dims": d["dims"], "type": d["type"],
+                                 "hash": scheme_one_hash(f[d["path"]][()])})
+    identity["datasets"] = datasets
+    return yaml.safe_dump(identity)
+
+
+def run_dir_state(run_dir):
+    """What a refused resume must leave as it was: every file of the run but its log and its
+    lock (which names the last process that held the run)."""
+    state = {}
+    for root, _, files in os.walk(run_dir):
+        for name in files:
+            if name not in ("train.log", "run.lock"):
+                with open(os.path.join(root, name), "rb") as f:
+                    state[os.path.relpath(os.path.join(root, name), run_dir)] = f.read()
+    return state
+
+
 class Shared(mbtest.TempDirTestCase):
     """Two series files made once: `small` and `grown` (the same rows, then 1000 more)."""
 
@@ -81,6 +165,19 @@ class Shared(mbtest.TempDirTestCase):
     def train(self, *overrides, run="run", data=None, np_=1, env=None):
         args = ["train", "--config", self.config(run, data)] + list(overrides)
         return mbtest.mpirun(np_, args, env=env) if np_ > 1 else mbtest.run(args, env=env)
+
+    def start(self, *overrides, run="run", np_=1, data=None):
+        r = self.train("train.max_steps=10", *overrides, run=run, np_=np_, data=data)
+        self.assertExit(r, 0)
+
+    def copy(self, name, source=None):
+        path = self.path(name)
+        shutil.copy(source or self.small, path)
+        return path
+
+    def restated(self, path, dataset, row, delta=1.0):
+        with h5py.File(path, "r+") as f:
+            f[dataset][row, 0] = f[dataset][row, 0] + delta
 
 
 class TimeSplitTest(Shared):
@@ -332,10 +429,6 @@ class WarmStartTest(Shared):
 class DataContinuityTest(Shared):
     """A resume on the data its checkpoint trained on, on more of it, or on other data."""
 
-    def start(self, *overrides, run="run", np_=1):
-        r = self.train("train.max_steps=10", *overrides, run=run, np_=np_)
-        self.assertExit(r, 0)
-
     def test_appended_rows_with_time_splits_resume_on_1_2_and_3_ranks(self):
         # started on one count of ranks, resumed on another: as after a restart on fewer hosts
         for started, resumed in ((1, 1), (3, 2), (2, 3)):
@@ -391,6 +484,91 @@ class DataContinuityTest(Shared):
             self.assertIn("step 10: ", f["meta"].attrs["data_changes"])
         r = mbtest.run(["inspect", self.path("run", "checkpoints", "step-00000020.h5")])
         self.assertExit(r, 0, "data changes: accepted by run.allow_data_change")
+
+
+class EveryValueTest(Shared):
+    """Every value of every row counts (Note [Data continuity]): the identity against a reference
+    of the hash written again in numpy, one restated value anywhere, and checkpoints of the scheme
+    of before (sampled rows), which resume as they did."""
+
+    def test_every_value_counts_on_1_2_and_3_ranks_as_the_reference_says(self):
+        identities = {}
+        for np_, dtype in ((1, "fp32"), (2, "fp32"), (3, "fp32"), (2, "bf16")):
+            r, report = self.check("data.resident_dtype=" + dtype, np_=np_)
+            self.assertExit(r, 0)
+            with open(report) as f:
+                identities[np_, dtype] = json.load(f)["identity"]
+        self.assertEqual(identities[1, "fp32"], identities[2, "fp32"])
+        self.assertEqual(identities[1, "fp32"], identities[3, "fp32"])
+        fp32, bf16 = identities[1, "fp32"], identities[2, "bf16"]
+        self.assertEqual(sorted(fp32), ["samples/end/m1", "samples/end/m5", "series/m1/values",
+                                        "series/m5/values", "targets", "timestamps"])
+        with h5py.File(self.small, "r") as f:
+            for path, d in fp32.items():
+                values = f[path][()].astype(HELD[d["held_as"]])
+                self.assertEqual(d["unit_rows"], max(1, 4096 // (values.nbytes // len(values))))
+                self.assertEqual(d["hash"], content_hash(values, d["unit_rows"]), path)
+            for path in ("series/m1/values", "series/m5/values"):  # as data.resident_dtype holds them
+                self.assertEqual(bf16[path]["held_as"], "bfloat16")
+                self.assertEqual(bf16[path]["hash"],
+                                 content_hash(bf16_bits(f[path][()]), bf16[path]["unit_rows"]), path)
+            self.assertEqual(bf16["targets"], fp32["targets"])
+
+    def test_one_restated_input_value_is_refused_on_1_and_3_ranks(self):
+        r, report = self.check()
+        train, val, _ = report_splits(r, report)
+        with h5py.File(self.small, "r") as f:
+            ends = f["samples/end/m1"][()]
+        # a row in the embargo gap: in no window of train or val, so no rank holds it
+        gap = (ends[train[1] - 1] + ends[val[0]] - 15) // 2
+        self.assertLess(ends[train[1] - 1], gap)
+        self.assertLess(gap, ends[val[0]] - 15)
+        # a value of a training row (as a user measured: values[2000, 0]), and one in the gap
+        for np_, row in ((3, 2000), (1, gap)):
+            run = "restated%d_%d" % (np_, row)
+            data = self.copy(run + ".h5")
+            self.start(run=run, np_=np_, data=data)
+            before = run_dir_state(self.path(run))
+            self.restated(data, "series/m1/values", row)
+            r = self.train("train.max_steps=20", run=run, np_=np_, data=data)
+            self.assertExit(r, 3, "the file changed (/series/m1/values holds other values)",
+                            "run.allow_data_change=true")
+            self.assertEqual(mbtest.crash_signs(r.output), [])
+            self.assertEqual(run_dir_state(self.path(run)), before)
+
+    def test_a_grown_file_with_a_restated_old_value_is_changed(self):
+        self.start(*TIME_CUTS)
+        grown = self.copy("grown.h5", self.grown)
+        self.restated(grown, "series/m5/values", 100, 0.25)
+        r = self.train(*TIME_CUTS, "train.max_steps=20", data=grown)
+        self.assertExit(r, 3, "/series/m5/values grew from 1600 to 1800 rows, and its first 1600 "
+                              "rows hold other values")
+        self.restated(grown, "series/m5/values", 100, -0.25)  # put back: appended again
+        r = self.train(*TIME_CUTS, "train.max_steps=20", data=grown)
+        self.assertExit(r, 0, "rows appended; the splits by time held train and val")
+
+    def test_a_checkpoint_of_the_sampled_rows_scheme_resumes_as_it_did(self):
+        self.start(*TIME_CUTS)
+        checkpoint = os.path.join("checkpoints", "step-00000010.h5")
+        with h5py.File(self.path("run", checkpoint), "r+") as f:
+            f["meta"].attrs["data_identity"] = scheme_one(f["meta"].attrs["data_identity"],
+                                                          self.small)
+        for run in ("same", "grown", "restated"):
+            shutil.copytree(self.path("run"), self.path(run))
+        r = self.train(*TIME_CUTS, "train.max_steps=12", run="same")
+        self.assertExit(r, 0)
+        self.assertNotIn("is not the data", r.output)
+        r = self.train(*TIME_CUTS, "train.max_steps=12", run="grown", data=self.grown)
+        self.assertExit(r, 0, "rows appended; the splits by time held train and val")
+        # the old scheme sees a restated target (it hashed them whole), not an input between
+        # its sampled rows: as before
+        data = self.copy("restated.h5")
+        self.restated(data, "series/m1/values", 2000)
+        with h5py.File(data, "r+") as f:
+            f["targets"][1000] = f["targets"][1000] + 1
+        r = self.train(*TIME_CUTS, "train.max_steps=12", run="restated", data=data)
+        self.assertExit(r, 3, "the file changed (/targets holds other values)")
+        self.assertNotIn("/series/m1/values", r.output)
 
 
 class PeriodTest(Shared):
