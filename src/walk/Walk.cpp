@@ -79,7 +79,8 @@ class WalkRun {
     lockRunDirectory();
     if (isRoot()) logPlan();
     dist::agreed(control(), "checking the folds done before", [&] { checkFoldsDone(); });
-    checkDataOfFoldsDone(config_, folds_, runtime_, dataChanges_);
+    checkDataOfFoldsDone(config_, foldConfig(lastFoldWithSamples()), folds_, runtime_,
+                         dataChanges_);
     const Clock::time_point start = Clock::now();
     std::int64_t ranHere = 0;
     for (std::size_t i = 0; i < folds_.size(); ++i) {
@@ -216,6 +217,12 @@ class WalkRun {
     control().broadcast(rows, 0, "walk: folds done");
     for (std::size_t i = 0; i < folds_.size(); ++i)
       folds_[i].doneRows = rows[static_cast<std::int64_t>(i)].item<std::int64_t>();
+  }
+
+  std::size_t lastFoldWithSamples() const {
+    for (std::size_t i = folds_.size(); i-- > 0;)
+      if (folds_[i].predicted.size() > 0) return i;
+    return 0;
   }
 
   Config foldConfig(std::size_t i) const {

@@ -1,13 +1,23 @@
 #include "walk/WalkChecks.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <mutex>
+
+#include <ATen/Functions.h>
 #include <fstream>
 #include <sstream>
 
 #include "common/Error.h"
+#include "common/Hdf5.h"
 #include "common/Log.h"
 #include "common/Strings.h"
 #include "config/ConfigLoader.h"
+#include "data/pipeline/DataIdentity.h"
+#include "dist/Agreement.h"
+#include "dist/Communicator.h"
+#include "dist/Runtime.h"
+#include "train/checkpoints/CheckpointDirectory.h"
 
 namespace mb::walk {
 namespace fs = std::filesystem;
@@ -51,6 +61,19 @@ void settle(const Config& config, const std::string& what, const std::vector<std
                   "run.allow_data_change=true (recorded in walk.json)");
 }
 
+// The data identity a fold's newest checkpoint recorded ("" for a fold without one).
+std::string identityOfFold(const Fold& fold) {
+  const std::string checkpoints = (fs::path(fold.dir) / "checkpoints").string();
+  const std::string newest = train::readLatestName(checkpoints);
+  if (newest.empty()) return "";
+  std::lock_guard<std::recursive_mutex> lock(h5::libraryMutex());
+  const std::string path = (fs::path(checkpoints) / newest).string();
+  h5::Handle file = h5::openFile(path, false, ExitCode::kCheckpoint);
+  h5::Handle meta = h5::openGroup(file.get(), "meta", ExitCode::kCheckpoint);
+  if (!h5::hasAttribute(meta.get(), "data_identity")) return "";
+  return h5::readStringAttribute(meta.get(), "data_identity", ExitCode::kCheckpoint);
+}
+
 }  // namespace
 
 void checkConfigOfFoldsDone(const Config& config, const std::vector<Fold>& folds,
@@ -77,12 +100,43 @@ void checkConfigOfFoldsDone(const Config& config, const std::vector<Fold>& folds
          changedFolds, accepted);
 }
 
-void checkDataOfFoldsDone(const Config& config, const std::vector<Fold>& folds,
-                          dist::Runtime& runtime, std::vector<std::string>& accepted) {
-  (void)config;
-  (void)folds;
-  (void)runtime;
-  (void)accepted;
+void checkDataOfFoldsDone(const Config& config, const Config& identifyWith,
+                          const std::vector<Fold>& folds, dist::Runtime& runtime,
+                          std::vector<std::string>& accepted) {
+  dist::Communicator& comm = runtime.control();
+  std::vector<std::pair<std::string, std::string>> trainedOn;  // rank 0: fold, its identity
+  at::Tensor any = at::zeros({1}, at::kLong);
+  dist::agreed(comm, "reading what the folds trained on", [&] {
+    if (comm.rank() != 0) return;
+    for (const Fold& fold : folds) {
+      const std::string identity = identityOfFold(fold);
+      if (!identity.empty()) trainedOn.emplace_back(fold.plan.name, identity);
+    }
+    any[0] = trainedOn.empty() ? 0 : 1;
+  });
+  comm.broadcast(any, 0, "walk: folds with checkpoints");
+  if (any[0].item<std::int64_t>() == 0) return;  // a new walk reads the file only to train
+  const data::DataIdentity now = data::identifyFile(identifyWith, comm);
+  dist::agreed(comm, "comparing the data with what the folds trained on", [&] {
+    if (comm.rank() != 0) return;
+    std::vector<std::string> changed, differences;
+    for (const auto& [name, text] : trainedOn) {
+      const std::optional<data::DataIdentity> before = data::identityFromYaml(text);
+      if (!before) continue;  // a checkpoint from before the identity: its own resume judges it
+      const data::DataChange change = data::compareData(*before, now, config.data.path);
+      if (change.kind != data::DataChange::Kind::kChanged) continue;
+      changed.push_back(name);
+      for (const auto& difference : change.differences)
+        if (std::find(differences.begin(), differences.end(), difference) == differences.end())
+          differences.push_back(difference);
+    }
+    settle(config,
+           config.data.path +
+               " is not the data the folds trained on: " + str::join(differences, "; ") +
+               " (rows appended at the end would extend the walk; these are earlier rows, "
+               "restated)",
+           changed, accepted);
+  });
 }
 
 }  // namespace mb::walk

@@ -24,8 +24,11 @@ namespace mb::walk {
 void checkConfigOfFoldsDone(const Config& config, const std::vector<Fold>& folds,
                             std::vector<std::string>& accepted);
 
-// Collective: every rank hashes its share of the file (data::identifyFile), rank 0 compares.
-void checkDataOfFoldsDone(const Config& config, const std::vector<Fold>& folds,
-                          dist::Runtime& runtime, std::vector<std::string>& accepted);
+// Collective: every rank hashes its share of the file as a load with `identifyWith` (a fold's
+// config) would (data::identifyFile), and rank 0 compares it with the identity each fold's
+// newest checkpoint recorded. Nothing is read when no fold has a checkpoint.
+void checkDataOfFoldsDone(const Config& config, const Config& identifyWith,
+                          const std::vector<Fold>& folds, dist::Runtime& runtime,
+                          std::vector<std::string>& accepted);
 
 }  // namespace mb::walk

@@ -111,15 +111,14 @@ std::vector<WalkPeriod> walkPeriods(const WalkConfig& walk, TimeUnit unit, std::
         "period",
         "e.g. walk.from=2019-04-01 (the walk.* keys: megabatch train --help-config)");
   const std::int64_t from = timeOf("walk.from", walk.from, unit);
-  const std::optional<std::int64_t> to =
-      walk.to.empty() ? std::nullopt
-                      : std::optional<std::int64_t>(timeOf("walk.to", walk.to, unit));
-  if (to && *to <= from)
+  const bool bounded = !walk.to.empty();  // else through the period of the file's last sample
+  const std::int64_t to = bounded ? timeOf("walk.to", walk.to, unit) : 0;
+  if (bounded && to <= from)
     throw DataError(
         "walk.to = " + walk.to + " is not after walk.from = " + walk.from +
             ": the walk predicts [from, to)",
         "set walk.to after walk.from, or leave it out to walk to the file's end; " + fileRange);
-  if (!to && from > lastTime)
+  if (!bounded && from > lastTime)
     throw DataError("walk.from = " + walk.from + " is after the file's last sample: " + fileRange,
                     "start the walk inside the file's time range, or grow the file");
   const std::optional<std::int64_t> fromDay = dayOfTime(from, unit);
@@ -130,10 +129,10 @@ std::vector<WalkPeriod> walkPeriods(const WalkConfig& walk, TimeUnit unit, std::
     const std::int64_t startDay = shiftPeriods(first, every, i);
     const std::string start = i == 0 ? walk.from : cutOf(startDay);
     const std::int64_t startTime = i == 0 ? from : timeOf("walk", start, unit);
-    if (to ? startTime >= *to : startTime > lastTime) break;
+    if (bounded ? startTime >= to : startTime > lastTime) break;
     const std::int64_t endDay = shiftPeriods(first, every, i + 1);
     std::string end = cutOf(endDay);
-    if (to && timeOf("walk", end, unit) > *to) end = walk.to;
+    if (bounded && timeOf("walk", end, unit) > to) end = walk.to;
     periods.push_back({i == 0 ? *fromDay : startDay, start, end, labelOf(startDay, every)});
   }
   return periods;

@@ -280,6 +280,19 @@ class WalkTest(Files):
         with open(self.path("run", "walk.json")) as f:
             self.assertIn("optim.lr", f.read())
 
+    def test_one_restated_input_value_is_exit_3_before_any_training_on_1_and_3_ranks(self):
+        self.assertExit(self.walk(), 0)
+        restated = self.path("restated.h5")
+        shutil.copy(self.small, restated)
+        with h5py.File(restated, "r+") as f:
+            f["series/m1/values"][2000, 0] += 1.0  # a training row of every fold
+        before = tree_digest(self.path("run"))
+        for np_ in (1, 3):
+            r = self.walk("data.path=" + restated, np_=np_)
+            self.assertExit(r, 3, "/series/m1/values", "2024-01-04", "restated", "new run.dir")
+            self.assertNotIn("training on", r.output)
+            self.assertEqual(tree_digest(self.path("run")), before, "%d rank(s)" % np_)
+
     def test_a_grown_file_trains_only_the_new_periods(self):
         self.assertExit(self.walk(), 0)
         old = datasets(self.path("run", "predictions.h5"))
@@ -304,9 +317,11 @@ class WalkTest(Files):
 class StopTest(Files):
     """A stop or a kill anywhere, then the same command: the uninterrupted walk's predictions."""
 
+    LONGER = ["train.max_steps=60"]  # a fold long enough to be stopped inside, even when idle
+
     def start(self, run, np_=2):
         cmd = [mbtest.MPIEXEC, "-np", str(np_), "--oversubscribe", mbtest.BIN] + mbtest.with_device(
-            ["walk", "--config", self.config(run)], np_)
+            ["walk", "--config", self.config(run)] + self.LONGER, np_)
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 universal_newlines=True, start_new_session=True)
 
@@ -326,11 +341,10 @@ class StopTest(Files):
         return [int(p) for p in found]
 
     def test_sigterm_and_kill_9_end_with_the_uninterrupted_predictions(self):
-        reference = self.walk(run="reference", np_=2)
+        reference = self.walk(*self.LONGER, run="reference", np_=2)
         self.assertExit(reference, 0)
         proc = self.start("run")
         self.wait_for(proc, "fold 2/3 2024-01-05: training")
-        time.sleep(1.0)
         stopped = time.time()
         for pid in self.ranks("run"):
             if pid != proc.pid:
@@ -341,10 +355,10 @@ class StopTest(Files):
         self.assertIn("run the same command again", out)
         proc = self.start("run")  # the requeue: it goes on, then a kill -9 of the whole job
         self.wait_for(proc, "fold 3/3 2024-01-06: training")
-        time.sleep(1.0)
+        time.sleep(0.3)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
-        r = self.walk(np_=2)
+        r = self.walk(*self.LONGER, np_=2)
         self.assertExit(r, 0)
         self.assertNotIn("fold 1/3 2024-01-04: training", r.output, "a done fold is kept")
         want, got = datasets(self.path("reference", "predictions.h5")), datasets(self.path("run", "predictions.h5"))
