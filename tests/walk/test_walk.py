@@ -20,6 +20,7 @@ import unittest
 import h5py
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import mbtest  # noqa: E402
@@ -312,6 +313,90 @@ class WalkTest(Files):
         np.testing.assert_array_equal(new["sample_index"], np.arange(old["sample_index"][0], len(ts)))
         with open(os.path.join(folds, "2024-01-07", "train.log")) as f:
             self.assertIn(os.path.join(folds, "2024-01-06"), f.read(), "warm-started from the last old fold")
+
+
+class ReportTest(Files):
+    """The report (walk.json, and what it prints) against numpy, scipy and pandas on the walk's own
+    predictions.h5 and the data file."""
+
+    def test_the_report_equals_numpys_over_every_out_of_sample_prediction(self):
+        r = self.walk()
+        self.assertExit(r, 0, "every out-of-sample prediction together", "by fold:",
+                        "train mean (each fold's)", "the model beat the zero forecast in")
+        plan = {f["fold"]: f for f in planned(self.walk("--plan"))}
+        out = datasets(self.path("run", "predictions.h5"))
+        with h5py.File(self.small, "r") as f:
+            targets = f["targets"][()].astype(np.float64)
+        with open(self.path("run", "walk.json")) as f:
+            report = json.load(f)
+        p, t = out["predictions"].astype(np.float64), out["targets"].astype(np.float64)
+        index = out["sample_index"]
+        np.testing.assert_array_equal(t, targets[index])
+        names = ["2024-01-04", "2024-01-05", "2024-01-06"]
+        mean = np.empty_like(t)  # each row's own fold's train mean, from the fold's train split
+        for k, name in enumerate(names):
+            train = targets[plan[name]["train_begin"]:plan[name]["train_end"]]
+            mean[out["fold"] == k] = train.mean()
+            with h5py.File(self.path("run", "folds", name, "checkpoints", "best.h5"), "r") as f:
+                np.testing.assert_allclose(f["meta"].attrs["train_target_mean"], [train.mean()], rtol=1e-6)
+        np.testing.assert_allclose(out["train_mean"], mean, rtol=1e-6)
+        last = targets[index - HORIZON]
+
+        def judged(rows):
+            pp, tt = p[rows], t[rows]
+            mse = np.mean((pp - tt) ** 2)
+            zero, mean_mse = np.mean(tt ** 2), np.mean((tt - mean[rows]) ** 2)
+            last_mse = np.mean((tt - last[rows]) ** 2)
+            kept = tt != 0
+            return {"mse": mse, "mae": np.mean(np.abs(pp - tt)), "ic": stats.pearsonr(pp, tt)[0],
+                    "rank_ic": stats.spearmanr(pp, tt)[0],
+                    "hit_rate": np.mean(np.sign(pp[kept]) == np.sign(tt[kept])),
+                    "baseline_zero_mse": zero, "baseline_zero_skill": 1 - mse / zero,
+                    "baseline_mean_mse": mean_mse, "baseline_mean_skill": 1 - mse / mean_mse,
+                    "baseline_last_mse": last_mse, "baseline_last_skill": 1 - mse / last_mse}
+
+        for name, want in judged(np.ones_like(t, dtype=bool)).items():
+            self.assertAlmostEqual(report["metrics"][name] / want, 1.0, delta=1e-6, msg=name)
+        by_fold = pd.DataFrame({"fold": out["fold"]}).groupby("fold").indices
+        self.assertEqual([f["fold"] for f in report["folds"]], names)
+        for k, fold in enumerate(report["folds"]):
+            rows = np.zeros_like(t, dtype=bool)
+            rows[by_fold[k]] = True
+            for name, want in judged(rows).items():
+                self.assertAlmostEqual(fold["metrics"][name] / want, 1.0, delta=1e-6, msg="%s %s" % (fold["fold"], name))
+            self.assertEqual(fold["rows"], int(rows.sum()))
+            self.assertEqual(fold["step"], 10)
+            for key in ("seconds_training", "seconds_evaluation", "seconds_prediction", "seconds_overhead"):
+                self.assertGreaterEqual(fold[key], 0.0)
+            self.assertIn("2024-01-0", fold["train"])  # its splits as times
+        # eval --predictions on the walk's file says the same
+        e = mbtest.run(["eval", "--predictions", self.path("run", "predictions.h5"), "--out", self.path("e.json")])
+        self.assertExit(e, 0)
+        with open(self.path("e.json")) as f:
+            again = json.load(f)
+        for name in ("mse", "ic", "baseline_mean_mse", "baseline_last_mse"):
+            self.assertAlmostEqual(again[name], report["metrics"][name], places=12, msg=name)
+
+    def test_a_panel_walks_by_month_and_reports_the_daily_ic(self):
+        panel = self.path("panel.h5")
+        self.assertExit(mbtest.run(["data", "synth-panel", "--out", panel, "--dates", "300",
+                                    "--instruments", "30"]), 0)
+        config = os.path.join(mbtest.SOURCE_DIR, "configs", "panel-gat.yaml")
+        r = mbtest.run(["walk", "--config", config, "data.path=" + panel, "run.dir=" + self.path("pw"),
+                        "walk.from=2020-08-01", "walk.every=month", "train.max_steps=4",
+                        "model.hidden=8", "model.head_hidden=8", "model.graph.lookback=20",
+                        "train.threads=1"], timeout=300)
+        self.assertExit(r, 0, "fold 3/3 2020-10", "ic_ratio", "by fold:")
+        with open(self.path("pw", "walk.json")) as f:
+            report = json.load(f)
+        self.assertIn("ic_ratio", report["metrics"])
+        self.assertEqual([f["fold"] for f in report["folds"]], ["2020-08-01", "2020-09-01", "2020-10-01"])
+        with h5py.File(self.path("pw", "predictions.h5"), "r") as f:
+            days = pd.to_datetime(f["timestamps"][()], unit="s")
+            self.assertEqual(f["present"].shape, f["predictions"].shape[:2])
+        self.assertEqual(days.min(), pd.Timestamp("2020-08-01"))
+        self.assertEqual(list(pd.Series(days).dt.to_period("M").value_counts().sort_index().index.astype(str)),
+                         ["2020-08", "2020-09", "2020-10"])
 
 
 class StopTest(Files):
