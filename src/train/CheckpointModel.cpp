@@ -268,9 +268,10 @@ TrainedModel loadTrainedModel(const std::string& fileOrRunDir,
                               const std::vector<std::string>& overrides) {
   TrainedModel run;
   readNewestCheckpoint(fileOrRunDir, [&](const std::string& path) {
-    run = TrainedModel{};
-    run.path = path;
-    loadTrainedModelFile(run, overrides);
+    TrainedModel fresh;  // a retry starts from nothing
+    fresh.path = path;
+    loadTrainedModelFile(fresh, overrides);
+    run = std::move(fresh);
   });
   return run;
 }

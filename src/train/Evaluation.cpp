@@ -150,10 +150,7 @@ std::map<std::string, double> evaluateSplit(model::Model& model, data::ShardedDa
   // Where the heap the steps keep is more than the room's margin, memory goes back as it is
   // freed (page faults: slower); in a larger room the margin holds it.
   std::optional<ReturnFreedHostMemory> returned;
-  if (options.roomBytes > 0 && !device.is_cuda() &&
-      static_cast<double>(kKeptHostHeapBytes) >
-          kActivationMargin * static_cast<double>(options.roomBytes))
-    returned.emplace();
+  if (returnsFreedHostMemory(options.roomBytes, device)) returned.emplace();
   bool leftEarly = false;
   for (std::int64_t begin = 0; begin < count;) {
     if (options.leaveOnStop && stopSeen() != 0) {  // Note [Stopping within seconds]

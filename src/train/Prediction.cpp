@@ -84,8 +84,10 @@ void predictSplit(model::Model& model, data::ShardedData& data, data::Split spli
   at::NoGradGuard noGrad;
   AutocastScope autocast(c10::DeviceType::CPU, precision);
   const std::int64_t count = data.evalCount(split);
-  const ReturnFreedHostMemory returned;  // Note [Keeping freed host memory]
-  MemoryPhase phase("predicting");       // Note [Out of memory is an expected error]
+  // Note [Evaluation batch], as an evaluation does.
+  std::optional<ReturnFreedHostMemory> returned;
+  if (returnsFreedHostMemory(capBytes, c10::Device(c10::kCPU))) returned.emplace();
+  MemoryPhase phase("predicting");  // Note [Out of memory is an expected error]
   for (std::int64_t begin = 0; begin < count; begin += batchSize) {
     const std::int64_t end = std::min(count, begin + batchSize);
     data::Batch batch = data.evalBatch(split, begin, end, at::kFloat);

@@ -256,9 +256,10 @@ class WalkTest(Files):
             self.assertIn("splits by time:", log)
             self.assertIn("val   [", log)
             self.assertNotIn("fold 2/3", log, "a fold's log is its own")
-            for command in (["eval", "--checkpoint", fold, "--split", "val"], ["inspect", fold],
-                            ["plot", fold, "--out", self.path("%s.png" % name)]):
-                self.assertExit(mbtest.run(command), 0)
+            if k == 0:  # a fold is an ordinary run directory (one is enough to show it)
+                for command in (["eval", "--checkpoint", fold, "--split", "val"], ["inspect", fold],
+                                ["plot", fold, "--out", self.path("%s.png" % name)]):
+                    self.assertExit(mbtest.run(command), 0)
             with open(os.path.join(fold, "fold.json")) as f:
                 record = json.load(f)
             self.assertEqual(record["rows"], int(rows.sum()))

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/CpuAllocationScope.h"
+#include "common/HostAllocator.h"
 #include "common/OutOfMemory.h"
 #include "common/Strings.h"
 #include "model/Model.h"
@@ -75,6 +76,12 @@ EvalBatchChoice chooseEvalBatch(const EvalBatchTrial& trial, std::int64_t limit)
     break;
   }
   return chosen;
+}
+
+bool returnsFreedHostMemory(std::int64_t roomBytes, const c10::Device& device) {
+  return roomBytes > 0 && !device.is_cuda() &&
+         static_cast<double>(kKeptHostHeapBytes) >
+             kActivationMargin * static_cast<double>(roomBytes);
 }
 
 std::int64_t modelBytes(model::Model& model) {

@@ -93,6 +93,12 @@ EvalBatchChoice chooseEvalBatch(const EvalBatchTrial& trial, std::int64_t limit)
 // What `megabatch eval`, `predict` and `sample` hold: the model's parameters and buffers.
 std::int64_t modelBytes(model::Model& model);
 
+// Note [Evaluation batch]: whether a pass held to a room of `roomBytes` hands freed host memory
+// back as it goes (ReturnFreedHostMemory, Note [Keeping freed host memory]): only where the heap
+// the steps keep is more than the room's margin. Elsewhere every batch would page-fault its
+// memory in again (3x the time of a demo prediction) for no memory it needs.
+bool returnsFreedHostMemory(std::int64_t roomBytes, const c10::Device& device);
+
 // A command's budget: --memory-budget-mb (budgetMb > 0), else 90% of the device's available
 // memory divided among the node's ranks, plus what the process holds already (heldBytes, on
 // the host); 0 when unknown. `source` names it for the log.
