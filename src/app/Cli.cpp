@@ -73,6 +73,9 @@ const std::vector<CommandSpec>& commands() {
        {{"config", true, "YAML config with a walk: section (see configs/demo-walk.yaml)"},
         {"plan", false,
          "print each fold's periods, cuts and samples (JSON lines) and exit: nothing is trained"},
+        {"fold", true,
+         "train and predict only the fold of this first day (YYYY-MM-DD, as --plan names it): "
+         "one task of a job array (slurm/walk.sh); `megabatch walk` then stitches and reports"},
         {"print-config", false, "print the resolved config and exit"}},
        true,
        runWalk,

@@ -24,7 +24,13 @@ int runWalk(const ParsedArgs& args, dist::Runtime& runtime) {
     return 0;
   }
   log::setLevel(config.run.logLevel);
-  return walk::runWalk(config, runtime, args.has("plan"));
+  walk::WalkOptions options;
+  options.planOnly = args.has("plan");
+  options.fold = args.get("fold");
+  if (options.planOnly && !options.fold.empty())
+    throw ConfigError("megabatch walk: --plan and --fold go alone",
+                      "--plan prints every fold; --fold DAY trains one");
+  return walk::runWalk(config, runtime, options);
 }
 
 }  // namespace mb::app

@@ -67,9 +67,10 @@ class WalkRun {
  public:
   WalkRun(const Config& config, dist::Runtime& runtime) : config_(config), runtime_(runtime) {}
 
-  int run(bool planOnly) {
+  int run(const WalkOptions& options) {
     requireTime(config_);
-    if (planOnly) {
+    if (!options.fold.empty()) return runOneFold(options.fold);
+    if (options.planOnly) {
       dist::agreed(control(), "planning the walk's folds", [&] { plan(); });
       if (isRoot()) printPlan();
       return 0;
@@ -98,6 +99,58 @@ class WalkRun {
   }
 
  private:
+  // Note [Folds in parallel]: one fold of a job array. The fold's own run lock (its Trainer's)
+  // is the only lock: array tasks share RUN, each in its own RUN/folds/<day>. The walk's checks
+  // of the folds done before hold as for a whole walk; a warm start needs its fold before.
+  int runOneFold(const std::string& name) {
+    oneFold_ = true;
+    dist::agreed(control(), "planning the walk's folds", [&] { plan(); });
+    const std::size_t i = foldNamed(name);
+    if (folds_[i].predicted.size() == 0) {
+      if (isRoot())
+        walkLog().info("fold {}: no sample in [{}, {}): nothing to train or predict", name,
+                       folds_[i].plan.predictFrom, folds_[i].plan.predictTo);
+      return 0;
+    }
+    dist::agreed(control(), "checking the folds done before", [&] { checkFoldsDone(); });
+    dist::agreed(control(), "checking the fold's warm start", [&] { requireWarmStartDone(i); });
+    checkDataOfFoldsDone(config_, foldConfig(lastFoldWithSamples()), folds_, runtime_,
+                         dataChanges_);
+    std::int64_t ranHere = 0;
+    runFold(i, ranHere, Clock::now());
+    if (stoppedInFold_) return stopped();
+    if (isRoot())
+      walkLog().info("fold {} is done; once every fold is, `megabatch walk` with the same config "
+                     "stitches {}/predictions.h5 and reports",
+                     name, config_.run.dir);
+    return 0;
+  }
+
+  std::size_t foldNamed(const std::string& name) const {
+    for (std::size_t i = 0; i < folds_.size(); ++i)
+      if (folds_[i].plan.name == name) return i;
+    std::string names;
+    for (const Fold& fold : folds_)
+      names += (names.empty() ? "" : ", ") + fold.plan.name;
+    throw ConfigError("megabatch walk --fold " + name + ": the walk has no fold of that name",
+                      "a fold is named by its first day; this walk's folds: " + names +
+                          " (megabatch walk --plan prints them)");
+  }
+
+  // With warm starts a fold starts from the weights of the fold before it, which must be done.
+  void requireWarmStartDone(std::size_t i) const {
+    const std::string& from = folds_[i].initFrom;
+    for (const Fold& before : folds_) {
+      if (before.dir != from || before.doneRows >= 0) continue;
+      throw ConfigError(
+          "megabatch walk --fold " + folds_[i].plan.name + ": with walk.warm_start: true it "
+              "starts from the weights of fold " + before.plan.name + ", which is not done",
+          "run megabatch walk --fold " + before.plan.name + " first, or the whole walk with "
+          "megabatch walk; folds run in any order, or side by side, with walk.warm_start: "
+          "false");
+    }
+  }
+
   bool isRoot() const { return runtime_.rank() == 0; }
   dist::Communicator& control() { return runtime_.control(); }
 
@@ -308,11 +361,11 @@ class WalkRun {
       const auto left = static_cast<double>(folds_.size() - i - 1);
       walkLog().info(
           "{}: done in {} (training {}, evaluation {}, prediction {}, overhead {}), {} steps, {} "
-          "samples predicted; walk ETA {}",
+          "samples predicted{}",
           where, durationText(record.wallSeconds), durationText(record.trainSeconds),
           durationText(record.evalSeconds), durationText(record.predictSeconds),
           durationText(record.overheadSeconds()), record.step, record.rows,
-          durationText(perFold * left));
+          oneFold_ ? "" : "; walk ETA " + durationText(perFold * left));
     }
     return true;
   }
@@ -395,13 +448,14 @@ class WalkRun {
   std::vector<Fold> folds_;
   std::vector<std::string> dataChanges_;  // accepted under run.allow_data_change
   bool stoppedInFold_ = false;
+  bool oneFold_ = false;  // walk --fold
   std::string range_;  // the file's samples in words
 };
 
 }  // namespace
 
-int runWalk(const Config& config, dist::Runtime& runtime, bool planOnly) {
-  return WalkRun(config, runtime).run(planOnly);
+int runWalk(const Config& config, dist::Runtime& runtime, const WalkOptions& options) {
+  return WalkRun(config, runtime).run(options);
 }
 
 }  // namespace mb::walk

@@ -14,10 +14,19 @@ class Runtime;
 
 namespace mb::walk {
 
+struct WalkOptions {
+  // Rank 0 prints each fold's plan as a JSON line (its periods, cuts, the samples of its
+  // splits and of its periods, its train.init_from); nothing is trained or written.
+  bool planOnly = false;
+  // Trains and predicts only the fold of this name (its first day, YYYY-MM-DD), without the
+  // walk's run lock, stitching or report: one task of a job array (slurm/walk.sh). With warm
+  // starts the fold before it must be done.
+  std::string fold;
+};
+
 // Collective over the runtime's ranks. Returns the process exit code: 0 when every fold is
-// done, 75 when a stop signal ended it after a checkpoint (run the same command again). With
-// `planOnly`, rank 0 prints each fold's plan as a JSON line (its periods, cuts, the samples of
-// its splits and of its periods, its train.init_from) and nothing is trained or written.
-int runWalk(const Config& config, dist::Runtime& runtime, bool planOnly = false);
+// done (with options.fold: that fold), 75 when a stop signal ended it after a checkpoint (run
+// the same command again).
+int runWalk(const Config& config, dist::Runtime& runtime, const WalkOptions& options = {});
 
 }  // namespace mb::walk

@@ -316,6 +316,45 @@ class WalkTest(Files):
             self.assertIn(os.path.join(folds, "2024-01-06"), f.read(), "warm-started from the last old fold")
 
 
+class FoldTest(Files):
+    """walk --fold: one fold alone, in any order, then `walk` stitching what the folds left."""
+
+    def weights(self, fold_dir):
+        with h5py.File(os.path.join(fold_dir, "checkpoints", "best.h5"), "r") as f:
+            return {name: f["model"][name][()] for name in f["model"]}
+
+    def test_folds_alone_in_any_order_equal_the_whole_walk_bit_for_bit_on_1_and_2_ranks(self):
+        fresh = ["walk.warm_start=false", "walk.to=2024-01-06"]
+        names = ["2024-01-04", "2024-01-05"]
+        for np_ in (1, 2):
+            whole, alone = "whole%d" % np_, "alone%d" % np_
+            self.assertExit(self.walk(*fresh, run=whole, np_=np_), 0)
+            for name in reversed(names):  # the later fold first: fresh folds are independent
+                r = self.walk("--fold", name, *fresh, run=alone, np_=np_)
+                self.assertExit(r, 0, "fold %s is done" % name)
+                self.assertNotIn("walk ETA", r.output, "one fold, not the walk")
+            self.assertFalse(os.path.exists(self.path(alone, "predictions.h5")))
+            r = self.walk(*fresh, run=alone, np_=np_)  # finds every fold done: stitches, reports
+            self.assertExit(r, 0, "every out-of-sample prediction together")
+            self.assertNotIn("training on samples", r.output)
+            for key, value in datasets(self.path(whole, "predictions.h5")).items():
+                np.testing.assert_array_equal(datasets(self.path(alone, "predictions.h5"))[key],
+                                              value, err_msg="%d rank(s): %s" % (np_, key))
+            for name in names:
+                mine, theirs = (self.weights(self.path(run, "folds", name)) for run in (alone, whole))
+                self.assertEqual(sorted(mine), sorted(theirs))
+                for key in mine:
+                    np.testing.assert_array_equal(mine[key], theirs[key], err_msg=key)
+
+    def test_a_warm_fold_before_its_predecessor_and_an_unknown_fold_are_exit_2(self):
+        r = self.walk("--fold", "2024-01-05")
+        self.assertExit(r, 2, "starts from the weights of fold 2024-01-04, which is not done",
+                        "walk.warm_start: false")
+        r = self.walk("--fold", "2024-01-07")
+        self.assertExit(r, 2, "the walk has no fold of that name", "2024-01-04, 2024-01-05")
+        self.assertFalse(os.path.exists(self.path("run", "folds", "2024-01-05", "checkpoints")))
+
+
 class ReportTest(Files):
     """The report (walk.json, and what it prints) against numpy, scipy and pandas on the walk's own
     predictions.h5 and the data file."""
