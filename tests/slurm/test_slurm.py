@@ -2,8 +2,9 @@
 slurm/train-cpu.sbatch with 2 tasks runs the demo config to completion; a job signalled the
 way SLURM does before its time limit (scancel --signal=USR1 --batch) checkpoints, exits 75,
 requeues itself, resumes, and completes with a metrics.jsonl whose steps continue with no gap
-and no repeat; SLURM's own --signal=B:USR1@45 before a 1-minute limit does the same; and
-slurm/sweep.sh runs a job array with a summary job that depends on it.
+and no repeat; SLURM's own --signal=B:USR1@45 before a 1-minute limit does the same;
+slurm/sweep.sh runs a job array with a summary job that depends on it; and slurm/walk.sh runs a
+walk-forward's folds as a job array, one task preempted, with the walk that stitches them after.
 
 If the cluster cannot be installed or started, the test fails and says why: it never skips.
 Deliberately on the CPU (train-cpu.sbatch, MB_DEVICE=cpu) whatever MEGABATCH_TEST_DEVICE says:
@@ -17,6 +18,9 @@ import sys
 import tempfile
 import time
 import unittest
+
+import h5py
+import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
@@ -225,6 +229,66 @@ class SlurmTest(unittest.TestCase):
             self.assertEqual(train_steps(os.path.join(self.tmp, "sweep", name)), list(range(5, 11, 5)))
             self.assertRegex(table, r"%s\s+\d\.\d+\s+(5|10)\s+10\s" % re.escape(name))
         print("sweep (array of 2 + afterany summary): %.1f s" % (time.time() - start), flush=True)
+
+    def test_g_walk_folds_as_an_array_with_a_preempted_task(self):
+        """slurm/walk.sh: a task per fold, one at a time; the first is preempted mid-fold,
+        requeued and resumed; the dependent walk job stitches and reports. predictions.h5 equals,
+        bit for bit, the same walk run as one process (1 rank, 1 thread, as each task)."""
+        start = time.time()
+        config = mbtest.config_path("demo-walk.yaml")
+        keys = ["data.path=" + self.data, "walk.every=day", "walk.from=2024-01-11", "walk.to=2024-01-14",
+                "walk.warm_start=false", "train.max_steps=200", "train.eval_every=100",
+                "run.checkpoint_every=1000", "run.log_every=1"]
+        env = dict(self.cluster.env, MB_DEVICE="cpu", MEGABATCH_HOME=mbtest.SOURCE_DIR)
+        cmd = [os.path.join(mbtest.SOURCE_DIR, "slurm", "walk.sh"), "--parallel", "1",
+               "--gpus-per-node=0", "--cpus-per-task=1", "--ntasks-per-node=1", config,
+               "run.dir=walk-array"] + keys
+        r = subprocess.run(cmd, cwd=self.tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           universal_newlines=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        array = re.search(r"array job (\d+) \(3 folds: 0-2%1\): 2024-01-11 2024-01-12 2024-01-13", r.stdout)
+        walk = re.search(r"walk job (\d+) runs after it", r.stdout)
+        self.assertTrue(array and walk, r.stdout)
+        first = "%s_0" % array.group(1)
+        fold = os.path.join(self.tmp, "walk-array", "folds", "2024-01-11")
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            if os.path.exists(os.path.join(fold, "metrics.jsonl")) and len(train_steps(fold)) >= 3:
+                break
+            time.sleep(0.2)
+        else:
+            self.fail("the first fold made no progress in 300 s\n%s" % self.cluster.logs())
+        # As --signal=B:USR1 does. scancel may report a failure, or retry, while an array task
+        # changes state; what counts is that the task was requeued and its fold resumed.
+        signal = self.cluster._run(["scancel", "-v", "--signal=USR1", "--batch", first], timeout=60)
+        info = self.cluster.wait_for(walk.group(1), ("COMPLETED", "FAILED", "CANCELLED"), timeout=600)
+        walk_log = read(os.path.join(self.tmp, "slurm-megabatch-walk-%s.out" % walk.group(1)))
+        self.assertEqual(info.get("JobState"), "COMPLETED", "%s\n%s" % (info, walk_log[-4000:]))
+        self.assertNotIn("training on samples", walk_log, "every fold was done by its task")
+        self.assertIn("every out-of-sample prediction together", walk_log)
+        task = self.cluster.job(first)
+        task_log = read(os.path.join(self.tmp, "slurm-megabatch-walk-fold-%s.out" % first))
+        story = "\n".join(line for line in task_log.splitlines() if "job.sh" in line or "stop" in line)
+        self.assertEqual(task.get("JobState"), "COMPLETED", "%s\n%s" % (task, story))
+        self.assertGreaterEqual(int(task.get("Restarts", "0")), 1, "%s\n%s\nscancel: %s%s" % (
+            task, story, signal.stdout, signal.stderr))
+        self.assertIn("requeueing job", task_log)
+        self.assertRegex(task_log, r"resuming from .*step-\d{8}\.h5")
+        self.assertEqual(train_steps(fold), list(range(1, 201)), "the preempted fold's steps continue")
+        for i in (1, 2):
+            t = self.cluster.job("%s_%d" % (array.group(1), i))
+            self.assertEqual((t.get("JobState"), t.get("ExitCode")), ("COMPLETED", "0:0"), t)
+        alone = os.path.join(self.tmp, "walk-alone")
+        r = mbtest.run(["walk", "--config", config, "run.dir=" + alone, "train.device=cpu",
+                        "train.threads=1"] + keys, timeout=300)
+        self.assertEqual(r.returncode, 0, repr(r))
+        with h5py.File(os.path.join(self.tmp, "walk-array", "predictions.h5"), "r") as a, \
+                h5py.File(os.path.join(alone, "predictions.h5"), "r") as b:
+            self.assertEqual(sorted(a), sorted(b))
+            for key in a:
+                np.testing.assert_array_equal(a[key][()], b[key][()], err_msg=key)
+        print("walk as a job array (3 folds, one preempted) + dependent walk: %.1f s"
+              % (time.time() - start), flush=True)
 
 
 if __name__ == "__main__":
