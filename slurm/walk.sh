@@ -49,7 +49,7 @@ while IFS= read -r line; do
   name=$(sed -n 's/.*"fold":"\([^"]*\)".*/\1/p' <<<"$line")
   begin=$(sed -n 's/.*"predict_begin":\([0-9]*\).*/\1/p' <<<"$line")
   end=$(sed -n 's/.*"predict_end":\([0-9]*\).*/\1/p' <<<"$line")
-  [[ $line == *'"init_from":"'*/folds/* ]] && chained=$name
+  [[ -z $chained && $line == *'"init_from":"'*/folds/* ]] && chained=$name
   (( end > begin )) && folds+=("$name")
 done <<<"$plan"
 if [[ -n $chained ]]; then
