@@ -178,19 +178,36 @@ struct Attempt {
   std::string unsupported;  // kernel locks failed: why, and the file kind is to be used
 };
 
+// Opens run.lock, creating it when missing; `created` says whether this call made it.
+int openLockFile(const std::string& path, bool& created) {
+  for (;;) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    created = fd >= 0;
+    if (fd < 0 && errno == EEXIST) fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd >= 0) return fd;
+    if (errno != ENOENT)  // ENOENT: its holder removed it between the two opens; again
+      throw ConfigError("cannot open " + path + ": " + std::strerror(errno),
+                        "run.dir must be a writable directory");
+  }
+}
+
 Attempt tryKernel(const std::string& path, const std::string& myToken) {
   Attempt attempt;
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw ConfigError("cannot open " + path + ": " + std::strerror(errno),
-                      "run.dir must be a writable directory");
+  bool created = false;
+  const int fd = openLockFile(path, created);
   const KernelLock result = lockWithKernel(fd);
   if (result == KernelLock::kUnsupported) {
     attempt.unsupported = std::string("locking it failed: ") + std::strerror(errno);
     ::close(fd);
     return attempt;
   }
-  const LockFileView view = readLockFile(path);
+  // A file this call created holds no record yet, and nobody else's: reading it would wait
+  // out readLockFile's retries (200 ms) for a record that only this trainer will write.
+  LockFileView view;
+  if (created && result == KernelLock::kTaken)
+    view.exists = true;
+  else
+    view = readLockFile(path);
   if (result == KernelLock::kHeld || fileHolderIsAlive(view, myToken)) {
     ::close(fd);
     attempt.holder = view.owner;
