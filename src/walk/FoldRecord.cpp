@@ -65,6 +65,7 @@ std::string FoldRecord::json() const {
   record.add("seconds_training", trainSeconds).add("seconds_evaluation", evalSeconds);
   record.add("seconds_prediction", predictSeconds).add("seconds_overhead", overheadSeconds());
   record.add("seconds_wall", wallSeconds);
+  record.add("rss_bytes", rssBytes).add("peak_rss_bytes", peakRssBytes);
   return record.str();
 }
 
@@ -103,6 +104,8 @@ std::optional<FoldRecord> readFoldRecord(const std::string& runDir, const std::s
   record.evalSeconds = number(root, "seconds_evaluation");
   record.predictSeconds = number(root, "seconds_prediction");
   record.wallSeconds = number(root, "seconds_wall");
+  record.rssBytes = static_cast<std::int64_t>(number(root, "rss_bytes"));
+  record.peakRssBytes = static_cast<std::int64_t>(number(root, "peak_rss_bytes"));
   return record;
 }
 

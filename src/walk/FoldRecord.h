@@ -25,6 +25,9 @@ struct FoldRecord {
   std::int64_t step = 0;      // the step the fold's training reached
   std::int64_t stepsRun = 0;  // steps taken by the process that finished it
   double trainSeconds = 0, evalSeconds = 0, predictSeconds = 0, wallSeconds = 0;
+  // Rank 0's host memory once the fold was done: its RSS, and the most it held since the fold's
+  // training started (VmHWM; the trainer resets it). Folds in one process must not grow them.
+  std::int64_t rssBytes = 0, peakRssBytes = 0;
   double overheadSeconds() const;  // start-up, reading the file, checkpoints
   std::string json() const;        // one JSON object
 };

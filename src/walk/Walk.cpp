@@ -14,6 +14,7 @@
 #include "common/Error.h"
 #include "common/Hdf5.h"
 #include "common/Log.h"
+#include "common/Strings.h"
 #include "common/TimeText.h"
 #include "config/ConfigKinds.h"
 #include "config/ConfigLoader.h"
@@ -43,7 +44,8 @@ double secondsSince(Clock::time_point start) {
 }
 
 std::string durationText(double seconds) {
-  const auto s = static_cast<std::int64_t>(std::llround(std::max(0.0, seconds)));
+  if (seconds < 9.95) return fmt::format("{:.1f}s", std::max(0.0, seconds));  // a fold's overhead
+  const auto s = static_cast<std::int64_t>(std::llround(seconds));
   if (s < 60) return fmt::format("{}s", s);
   if (s < 3600) return fmt::format("{}m{:02d}s", s / 60, s % 60);
   return fmt::format("{}h{:02d}m", s / 3600, s / 60 % 60);
@@ -350,6 +352,8 @@ class WalkRun {
       predict(fold, record);
     }
     record.wallSeconds = (done ? record.wallSeconds : 0) + secondsSince(start);
+    record.rssBytes = train::processMemoryBytes();
+    record.peakRssBytes = train::processMemoryPeakBytes();
     dist::agreed(control(), "recording " + fold.plan.name, [&] {
       if (isRoot()) writeFoldRecord(config_.run.dir, record);
     });
@@ -361,10 +365,12 @@ class WalkRun {
       const auto left = static_cast<double>(folds_.size() - i - 1);
       walkLog().info(
           "{}: done in {} (training {}, evaluation {}, prediction {}, overhead {}), {} steps, {} "
-          "samples predicted{}",
+          "samples predicted, rss {} (peak {}){}",
           where, durationText(record.wallSeconds), durationText(record.trainSeconds),
           durationText(record.evalSeconds), durationText(record.predictSeconds),
           durationText(record.overheadSeconds()), record.step, record.rows,
+          str::humanBytes(static_cast<double>(record.rssBytes)),
+          str::humanBytes(static_cast<double>(record.peakRssBytes)),
           oneFold_ ? "" : "; walk ETA " + durationText(perFold * left));
     }
     return true;
