@@ -29,6 +29,7 @@
 #include "data/pipeline/MappedFile.h"
 #include "data/pipeline/MemoryBudget.h"
 #include "data/pipeline/Reader.h"
+#include "data/pipeline/RowCache.h"
 #include "data/pipeline/ResidentData.h"
 #include "data/pipeline/Splits.h"
 #include "data/pipeline/Store.h"
@@ -87,6 +88,7 @@ class Loader {
   }
 
   std::unique_ptr<ShardedData> run(Identity identity) {
+    purpose_ = identity == Identity::kRecord ? "train" : "read";
     auto start = Clock::now();
     plan();
     stats_.validateSeconds = secondsSince(start);
@@ -418,16 +420,22 @@ class Loader {
     stats_.readSeconds = secondsSince(start);
     if (rank_ == 0)
       log::get("data").info(
-          "rank 0 loaded {} in {:.2f} s: read {} ({}), mapped {} from the page cache",
-          str::humanBytes(static_cast<double>(stats_.bytesRead + stats_.bytesMapped)),
+          "rank 0 loaded {} in {:.2f} s: read {} ({}), mapped {} from the page cache{}",
+          str::humanBytes(
+              static_cast<double>(stats_.bytesRead + stats_.bytesMapped + stats_.bytesKept)),
           stats_.readSeconds, str::humanBytes(static_cast<double>(stats_.bytesRead)), stats_.io,
-          str::humanBytes(static_cast<double>(stats_.bytesMapped)));
+          str::humanBytes(static_cast<double>(stats_.bytesMapped)),
+          stats_.bytesKept > 0 ? ", kept " +
+                                     str::humanBytes(static_cast<double>(stats_.bytesKept)) +
+                                     " from the load before"
+                               : std::string());
   }
 
   void readCollectively(const dist::ParallelIo& io,
                         std::array<std::vector<at::Tensor>, 3>& tensors) {
     h5::Handle file = h5::openFile(config_.data.path, false, ExitCode::kData, io.fileAccess());
     RowReader reader(file.get(), io.transfer(), io.collective());
+    RowCache* kept = RowCache::of(config_.data.path);  // a walk's (Note [Rows kept between loads])
     // Progress of the read (Note [Work progress]): every rank knows every rank's plan, so the
     // one with the most bytes to read (the last to finish) reports, without a collective.
     std::vector<std::int64_t> bytes;
@@ -463,13 +471,15 @@ class Loader {
         std::vector<ItemRange> allRanks;
         for (const auto& plan : plans)
           allRanks.push_back(plan.reads[i].rows);
-        reader.read(myPlan(split).reads[i].path, allRanks, rank_,
-                    tensors[static_cast<int>(split)][i], myPlan(split).reads[i].axis);
+        const ReadSpec& spec = myPlan(split).reads[i];
+        reader.read(spec.path, allRanks, rank_, tensors[static_cast<int>(split)][i], spec.axis,
+                    kept, fmt::format("{} {} {} {}", purpose_, toString(split), spec.path, world_));
       }
     }
     file.close(ExitCode::kData, config_.data.path);  // collective under MPI-IO
     progress.finish();
     stats_.bytesRead = reader.bytesRead();
+    stats_.bytesKept = reader.bytesKept();
     reader.throwIfFailed();
   }
 
@@ -541,6 +551,7 @@ class Loader {
   c10::Device device_;
   int rank_;
   int world_;
+  std::string purpose_;  // what the load is for: its rows are kept apart (RowCache keys)
   Residency residency_;
   c10::Device storeDevice_;
   std::shared_ptr<const Layout> layout_;  // set by validate()

@@ -40,6 +40,7 @@ struct LoadStats {
   double identifySeconds = 0;    // the data identity (hashing, and the rows no rank holds)
   std::int64_t bytesRead = 0;    // resident bytes read by this rank
   std::int64_t bytesMapped = 0;  // resident bytes mapped from the page cache (host_mmap)
+  std::int64_t bytesKept = 0;    // resident bytes kept from the load before (a walk's folds)
   std::int64_t budgetBytes = 0;  // memory budget this rank was checked against
   std::string budget;            // how the budget was derived
 };

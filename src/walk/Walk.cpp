@@ -18,6 +18,7 @@
 #include "common/TimeText.h"
 #include "config/ConfigKinds.h"
 #include "config/ConfigLoader.h"
+#include "data/pipeline/RowCache.h"
 #include "data/pipeline/SplitPreview.h"
 #include "dist/Agreement.h"
 #include "dist/Runtime.h"
@@ -84,6 +85,7 @@ class WalkRun {
     dist::agreed(control(), "checking the folds done before", [&] { checkFoldsDone(); });
     checkDataOfFoldsDone(config_, foldConfig(lastFoldWithSamples()), folds_, runtime_,
                          dataChanges_);
+    const data::RowCache::Scope keptRows(config_.data.path);  // Note [Rows kept between loads]
     const Clock::time_point start = Clock::now();
     std::int64_t ranHere = 0;
     for (std::size_t i = 0; i < folds_.size(); ++i) {

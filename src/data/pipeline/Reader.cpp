@@ -1,6 +1,7 @@
 #include "data/pipeline/Reader.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include <ATen/Functions.h>
 
@@ -58,6 +59,37 @@ void RowReader::read(const std::string& path, const std::vector<ItemRange>& allR
       if (!error_) error_ = DataError(what + ": " + e.what());
     }
   }
+}
+
+void RowReader::read(const std::string& path, const std::vector<ItemRange>& allRanks, int rank,
+                     at::Tensor& out, int axis, RowCache* cache, const std::string& key) {
+  if (cache == nullptr || axis != 0) {
+    read(path, allRanks, rank, out, axis);
+    return;
+  }
+  const RowCache::Held* held = cache->find(key);
+  const bool usable = held != nullptr && held->ranges.size() == allRanks.size() &&
+                      held->rows.scalar_type() == out.scalar_type() &&
+                      held->rows.sizes().slice(1).equals(out.sizes().slice(1));
+  std::vector<ItemRange> before(allRanks.size()), after(allRanks.size());
+  for (std::size_t r = 0; r < allRanks.size(); ++r) {
+    const ItemRange have = usable ? held->ranges[r] : ItemRange{};
+    std::tie(before[r], after[r]) = rowsLacking(allRanks[r], have);
+  }
+  const ItemRange& need = allRanks.at(rank);
+  at::Tensor head = out.narrow(0, 0, before[rank].size());
+  read(path, before, rank, head);
+  at::Tensor tail = out.narrow(0, after[rank].begin - need.begin, after[rank].size());
+  read(path, after, rank, tail);
+  const ItemRange kept{before[rank].end, after[rank].begin};
+  if (kept.size() > 0) {
+    out.narrow(0, kept.begin - need.begin, kept.size())
+        .copy_(held->rows.narrow(0, kept.begin - held->ranges[rank].begin, kept.size()));
+    bytesKept_ += kept.size() * (out.numel() / std::max<std::int64_t>(1, out.size(0))) *
+                  static_cast<std::int64_t>(out.element_size());
+  }
+  // Host rows are shared with the resident data, which nothing writes to after the load.
+  if (!error_) cache->keep(key, {allRanks, out.device().is_cpu() ? out : out.to(at::kCPU)});
 }
 
 void RowReader::readPiece(hid_t dataset, const std::string& what, std::int64_t begin,

@@ -25,6 +25,7 @@
 #include "common/Error.h"
 #include "common/Hdf5.h"
 #include "data/pipeline/GlobalOrder.h"
+#include "data/pipeline/RowCache.h"
 
 namespace mb {
 class WorkProgress;
@@ -44,9 +45,15 @@ class RowReader {
   // axis = 1 the ranges are columns ([2, E] edge lists) and `out` is [dims[0], columns, ...].
   void read(const std::string& path, const std::vector<ItemRange>& allRanks, int rank,
             at::Tensor& out, int axis = 0);
+  // The same, reading from the file only the rows the kept read `key` did not hold (Note [Rows
+  // kept between loads]), and keeping these rows for the next. Every rank must pass the same
+  // `cache` (null or not) and `key`. Columns (axis = 1) are read whole.
+  void read(const std::string& path, const std::vector<ItemRange>& allRanks, int rank,
+            at::Tensor& out, int axis, RowCache* cache, const std::string& key);
   // Throws the first recorded failure (call after the last collective read).
   void throwIfFailed() const;
   std::int64_t bytesRead() const { return bytesRead_; }
+  std::int64_t bytesKept() const { return bytesKept_; }  // served from a RowCache
   // Told the bytes read so far after each piece (Note [Work progress]); may be null.
   void setProgress(WorkProgress* progress) { progress_ = progress; }
 
@@ -59,6 +66,7 @@ class RowReader {
   bool collective_;
   std::int64_t pieceBytes_;
   std::int64_t bytesRead_ = 0;
+  std::int64_t bytesKept_ = 0;
   WorkProgress* progress_ = nullptr;
   std::optional<Error> error_;
 };
