@@ -101,7 +101,7 @@ def main():
     overrides = args.overrides + ["train.threads=1"]
     folds = [f for f in plan(args.config, overrides) if f["predict_end"] > f["predict_begin"]]
     host = benchlib.Host(threads=args.ranks, binaries={"megabatch": BINARY})
-    walks, loops, identical, overheads, fold_loops = [], [], [], [], []
+    walks, loops, identical, overheads, fold_loops, memory = [], [], [], [], [], []
     scratch = tempfile.mkdtemp(prefix="walk-bench-")
     try:
         for repeat in range(args.repeats):
@@ -111,6 +111,7 @@ def main():
             seconds, report = walk(args.config, overrides, args.ranks, walk_dir)
             walks.append(seconds)
             overheads.append([f["seconds_overhead"] for f in report["folds"]])
+            memory.append([(f["rss_bytes"], f["peak_rss_bytes"]) for f in report["folds"]])
             seconds, per_fold = loop(args.config, overrides, args.ranks, loop_dir, folds,
                                    args.data)
             loops.append(seconds)
@@ -131,7 +132,13 @@ def main():
               statistics.median(loops), ratio, fold_overhead,
               statistics.median(x for repeat in fold_loops for x in repeat),
               statistics.median(walks) / len(folds)))
-    result = {"label": args.label, "config": args.config, "overrides": overrides,
+    first = statistics.median(m[0][0] for m in memory) / 2**20
+    last = statistics.median(m[-1][0] for m in memory) / 2**20
+    peak_first = statistics.median(m[0][1] for m in memory) / 2**20
+    peak_last = statistics.median(m[-1][1] for m in memory) / 2**20
+    print("rank 0's memory after fold 1 and after fold %d (medians): rss %.1f -> %.1f MiB, peak "
+          "during the fold %.1f -> %.1f MiB" % (len(folds), first, last, peak_first, peak_last))
+    result = {"label": args.label, "walk_fold_memory_bytes": memory, "config": args.config, "overrides": overrides,
               "ranks": args.ranks, "folds": len(folds), "walk_seconds": walks,
               "loop_seconds": loops, "loop_fold_seconds": fold_loops,
               "walk_fold_overhead_seconds": overheads, "ratio_median": ratio,
