@@ -29,8 +29,8 @@
 #include "data/pipeline/MappedFile.h"
 #include "data/pipeline/MemoryBudget.h"
 #include "data/pipeline/Reader.h"
-#include "data/pipeline/RowCache.h"
 #include "data/pipeline/ResidentData.h"
+#include "data/pipeline/RowCache.h"
 #include "data/pipeline/Splits.h"
 #include "data/pipeline/Store.h"
 #include "data/pipeline/TargetStats.h"
@@ -425,10 +425,10 @@ class Loader {
               static_cast<double>(stats_.bytesRead + stats_.bytesMapped + stats_.bytesKept)),
           stats_.readSeconds, str::humanBytes(static_cast<double>(stats_.bytesRead)), stats_.io,
           str::humanBytes(static_cast<double>(stats_.bytesMapped)),
-          stats_.bytesKept > 0 ? ", kept " +
-                                     str::humanBytes(static_cast<double>(stats_.bytesKept)) +
-                                     " from the load before"
-                               : std::string());
+          stats_.bytesKept > 0
+              ? ", kept " + str::humanBytes(static_cast<double>(stats_.bytesKept)) +
+                    " from the load before"
+              : std::string());
   }
 
   void readCollectively(const dist::ParallelIo& io,

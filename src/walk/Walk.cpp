@@ -124,9 +124,10 @@ class WalkRun {
     runFold(i, ranHere, Clock::now());
     if (stoppedInFold_) return stopped();
     if (isRoot())
-      walkLog().info("fold {} is done; once every fold is, `megabatch walk` with the same config "
-                     "stitches {}/predictions.h5 and reports",
-                     name, config_.run.dir);
+      walkLog().info(
+          "fold {} is done; once every fold is, `megabatch walk` with the same config "
+          "stitches {}/predictions.h5 and reports",
+          name, config_.run.dir);
     return 0;
   }
 
@@ -147,11 +148,14 @@ class WalkRun {
     for (const Fold& before : folds_) {
       if (before.dir != from || before.doneRows >= 0) continue;
       throw ConfigError(
-          "megabatch walk --fold " + folds_[i].plan.name + ": with walk.warm_start: true it "
-              "starts from the weights of fold " + before.plan.name + ", which is not done",
-          "run megabatch walk --fold " + before.plan.name + " first, or the whole walk with "
-          "megabatch walk; folds run in any order, or side by side, with walk.warm_start: "
-          "false");
+          "megabatch walk --fold " + folds_[i].plan.name +
+              ": with walk.warm_start: true it "
+              "starts from the weights of fold " +
+              before.plan.name + ", which is not done",
+          "run megabatch walk --fold " + before.plan.name +
+              " first, or the whole walk with "
+              "megabatch walk; folds run in any order, or side by side, with walk.warm_start: "
+              "false");
     }
   }
 
@@ -457,7 +461,7 @@ class WalkRun {
   std::vector<std::string> dataChanges_;  // accepted under run.allow_data_change
   bool stoppedInFold_ = false;
   bool oneFold_ = false;  // walk --fold
-  std::string range_;  // the file's samples in words
+  std::string range_;     // the file's samples in words
 };
 
 }  // namespace

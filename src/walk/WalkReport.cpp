@@ -39,15 +39,15 @@ std::string array(const std::vector<std::string>& items) {
 
 // Per fold: its splits as times, its steps, and where its wall time went.
 std::string timesTable(const std::vector<const Fold*>& folds) {
-  std::string text =
-      fmt::format("  {:<11} {:>7} {:>9} {:>11} {:>11} {:>9} {:>9} {:>12}  {}\n", "fold", "steps",
-                  "training", "evaluation", "prediction", "overhead", "wall",
-                  "rss MiB peak", "train | val");
+  std::string text = fmt::format("  {:<11} {:>7} {:>9} {:>11} {:>11} {:>9} {:>9} {:>12}  {}\n",
+                                 "fold", "steps", "training", "evaluation", "prediction",
+                                 "overhead", "wall", "rss MiB peak", "train | val");
   constexpr double kMiB = 1024.0 * 1024.0;
   for (const Fold* fold : folds) {
     const FoldRecord& r = *fold->record;
     text += fmt::format(
-        "  {:<11} {:>7} {:>8.1f}s {:>10.1f}s {:>10.1f}s {:>8.1f}s {:>8.1f}s {:>5.0f} {:>6.0f}  {} | "
+        "  {:<11} {:>7} {:>8.1f}s {:>10.1f}s {:>10.1f}s {:>8.1f}s {:>8.1f}s {:>5.0f} {:>6.0f}  {} "
+        "| "
         "{}\n",
         r.name, r.step, r.trainSeconds, r.evalSeconds, r.predictSeconds, r.overheadSeconds(),
         r.wallSeconds, static_cast<double>(r.rssBytes) / kMiB,
