@@ -108,8 +108,11 @@ class WalkRun {
   // of the folds done before hold as for a whole walk; a warm start needs its fold before.
   int runOneFold(const std::string& name) {
     oneFold_ = true;
-    dist::agreed(control(), "planning the walk's folds", [&] { plan(); });
-    const std::size_t i = foldNamed(name);
+    std::size_t i = 0;
+    dist::agreed(control(), "planning the walk's folds", [&] {
+      plan();
+      i = foldNamed(name);
+    });
     if (folds_[i].predicted.size() == 0) {
       if (isRoot())
         walkLog().info("fold {}: no sample in [{}, {}): nothing to train or predict", name,
