@@ -89,6 +89,15 @@ class SlurmTest(unittest.TestCase):
         job = self.cluster.sbatch(args, cwd=self.tmp, env=dict(env or {}, MEGABATCH_HOME=mbtest.SOURCE_DIR))
         return job, run_dir, log
 
+    def wait_for_steps(self, run_dir, steps, what, story, timeout=300):
+        """Waits until run_dir's metrics.jsonl has `steps` train records; fails with story()."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if os.path.exists(os.path.join(run_dir, "metrics.jsonl")) and len(train_steps(run_dir)) >= steps:
+                return
+            time.sleep(0.2)
+        self.fail("%s made no progress in %d s\n%s" % (what, timeout, story()))
+
     def assertContinuous(self, run_dir, steps, log):
         got = train_steps(run_dir)
         self.assertEqual(got, list(range(1, steps + 1)),
@@ -130,13 +139,7 @@ class SlurmTest(unittest.TestCase):
         job, run_dir, log = self.submit(name, steps, ["run.checkpoint_every=1000", "train.eval_every=1000"], env=env)
         self.cluster.wait_for(job, "RUNNING", timeout=120)
         # Let the first run make progress, then signal the batch shell as --signal=B:USR1 does.
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            if os.path.exists(os.path.join(run_dir, "metrics.jsonl")) and len(train_steps(run_dir)) >= 3:
-                break
-            time.sleep(0.2)
-        else:
-            self.fail("the first run made no progress in 300 s\n%s" % read(log)[-4000:])
+        self.wait_for_steps(run_dir, 3, "the first run", lambda: read(log)[-4000:])
         self.cluster.scancel("--signal=USR1", "--batch", job)
         requeued = self.cluster.wait_for(job, ("PENDING", "FAILED", "CANCELLED", "COMPLETED"), timeout=300)
         self.assertEqual(requeued.get("JobState"), "PENDING", "%s\n%s" % (requeued, read(log)[-4000:]))
@@ -251,13 +254,7 @@ class SlurmTest(unittest.TestCase):
         self.assertTrue(array and walk, r.stdout)
         first = "%s_0" % array.group(1)
         fold = os.path.join(self.tmp, "walk-array", "folds", "2024-01-11")
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            if os.path.exists(os.path.join(fold, "metrics.jsonl")) and len(train_steps(fold)) >= 3:
-                break
-            time.sleep(0.2)
-        else:
-            self.fail("the first fold made no progress in 300 s\n%s" % self.cluster.logs())
+        self.wait_for_steps(fold, 3, "the first fold", self.cluster.logs)
         # As --signal=B:USR1 does. scancel may report a failure, or retry, while an array task
         # changes state; what counts is that the task was requeued and its fold resumed.
         signal = self.cluster._run(["scancel", "-v", "--signal=USR1", "--batch", first], timeout=60)
